@@ -1,0 +1,69 @@
+// swift-tools-version:6.2
+
+import PackageDescription
+
+let package = Package(
+    name: "TokenVault",
+    platforms: [.macOS(.v13)],
+    products: [
+        .library(name: "TokenVault", targets: ["TokenVault"]),
+        .executable(name: "vault", targets: ["vault"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // System libraries. Both are imported `internal` only: no C type reaches the public API.
+        .systemLibrary(
+            name: "CLibSecret",
+            pkgConfig: "libsecret-1",
+            providers: [.apt(["libsecret-1-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"])]
+        ),
+        .target(
+            name: "TokenVault",
+            dependencies: [
+                "CLibSecret",
+                "CSodium",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "vault",
+            dependencies: [
+                "TokenVault",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "TokenVaultTests",
+            dependencies: ["TokenVault"],
+            resources: [.copy("Fixtures")]
+        ),
+        .testTarget(
+            name: "vaultTests",
+            dependencies: ["TokenVault", "vault"]
+        ),
+    ]
+)
+
+// Strict settings, applied to every Swift target in one place (as swift-log does).
+for target in package.targets where [.executable, .test, .regular].contains(target.type) {
+    var settings = target.swiftSettings ?? []
+    // Require `any` for existential types (SE-0335).
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    // Only what a file imports is visible in it (SE-0444).
+    settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+    // Every public type says whether it is Sendable.
+    settings.append(.unsafeFlags(["-Xfrontend", "-require-explicit-sendable"]))
+    // CI builds with warnings as errors; local builds keep warnings as warnings.
+    if Context.environment["TOKENVAULT_WERROR"] != nil {
+        settings.append(.treatAllWarnings(as: .error))
+    }
+    target.swiftSettings = settings
+}

@@ -1,0 +1,72 @@
+internal import CSodium
+
+/// Key material and other secrets, kept in memory that libsodium guards.
+///
+/// The bytes live in `sodium_malloc` memory: guard pages on both sides, locked so it is not
+/// swapped out where the kernel allows it, and wiped when freed. They are reached only through
+/// ``withUnsafeBytes(_:)`` and compared in constant time. `description` shows only the length.
+///
+/// A `SecretBytes` is immutable once built, so it is safe to share between tasks.
+public final class SecretBytes: @unchecked Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+    private let pointer: UnsafeMutableRawPointer?
+    /// The number of secret bytes.
+    public let count: Int
+
+    /// Copies `bytes` into secure memory. The caller remains responsible for wiping its copy.
+    public convenience init(copying bytes: some Sequence<UInt8>) throws {
+        let array = Array(bytes)
+        try self.init(count: array.count) { buffer in
+            buffer.copyBytes(from: array)
+        }
+    }
+
+    /// Allocates `count` bytes of secure memory and lets `initializer` fill them.
+    ///
+    /// If `initializer` throws, the memory is wiped and freed and the error is passed on.
+    public init(count: Int, initializer: (UnsafeMutableRawBufferPointer) throws -> Void) throws {
+        try Sodium.ensureInitialized()
+        precondition(count >= 0, "SecretBytes count must not be negative")
+        self.count = count
+        if count == 0 {
+            pointer = nil
+            return
+        }
+        guard let memory = sodium_malloc(count) else {
+            throw VaultError(.io, "Could not allocate \(count) bytes of secure memory.")
+        }
+        sodium_memzero(memory, count)
+        pointer = memory
+        do {
+            try initializer(UnsafeMutableRawBufferPointer(start: memory, count: count))
+        } catch {
+            sodium_free(memory)  // sodium_free wipes before freeing
+            throw error
+        }
+    }
+
+    /// `count` random bytes from libsodium's CSPRNG.
+    public static func random(count: Int) throws -> SecretBytes {
+        try SecretBytes(count: count) { buffer in
+            if let base = buffer.baseAddress { randombytes_buf(base, buffer.count) }
+        }
+    }
+
+    deinit {
+        if let pointer { sodium_free(pointer) }
+    }
+
+    /// Calls `body` with a read-only view of the secret. Do not let the pointer escape.
+    public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try body(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+
+    /// Compares two secrets in constant time (for equal lengths).
+    public static func == (lhs: SecretBytes, rhs: SecretBytes) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        guard lhs.count > 0, let left = lhs.pointer, let right = rhs.pointer else { return true }
+        return sodium_memcmp(left, right, lhs.count) == 0
+    }
+
+    public var description: String { "SecretBytes(\(count) bytes, redacted)" }
+    public var debugDescription: String { description }
+}

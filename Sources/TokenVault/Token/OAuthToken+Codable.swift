@@ -1,0 +1,88 @@
+public import Foundation
+
+/// The stored form of an ``OAuthToken``: compact JSON with a version field.
+///
+/// ```json
+/// {"v":1,"access_token":"…","token_type":"Bearer","refresh_token":"…","id_token":"…",
+///  "scope":"repo user","issued_at":1763800000,"expires_at":1763803600,
+///  "refresh_token_expires_at":1779352000,"extra":{"…":…}}
+/// ```
+///
+/// Times are seconds since 1970-01-01T00:00:00Z as JSON numbers. Optional fields are omitted
+/// when absent. A reader refuses a `v` it does not know, so a newer format is never misread.
+extension OAuthToken: Codable {
+    /// The version written by this release.
+    public static let storedFormatVersion = 1
+
+    private enum CodingKeys: String, CodingKey {
+        case version = "v"
+        case accessToken = "access_token"
+        case tokenType = "token_type"
+        case refreshToken = "refresh_token"
+        case idToken = "id_token"
+        case scope
+        case issuedAt = "issued_at"
+        case expiresAt = "expires_at"
+        case refreshTokenExpiresAt = "refresh_token_expires_at"
+        case additionalFields = "extra"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let version = try container.decode(Int.self, forKey: .version)
+        guard version == Self.storedFormatVersion else {
+            throw VaultError(
+                .unsupportedVersion,
+                "The stored token has format version \(version); this release reads version \(Self.storedFormatVersion)."
+            )
+        }
+        self.init(
+            accessToken: try container.decode(String.self, forKey: .accessToken),
+            tokenType: try container.decode(String.self, forKey: .tokenType),
+            refreshToken: try container.decodeIfPresent(String.self, forKey: .refreshToken),
+            idToken: try container.decodeIfPresent(String.self, forKey: .idToken),
+            scope: try container.decodeIfPresent(String.self, forKey: .scope),
+            issuedAt: Date(timeIntervalSince1970: try container.decode(Double.self, forKey: .issuedAt)),
+            expiresAt: try container.decodeIfPresent(Double.self, forKey: .expiresAt).map(Date.init(timeIntervalSince1970:)),
+            refreshTokenExpiresAt: try container.decodeIfPresent(Double.self, forKey: .refreshTokenExpiresAt)
+                .map(Date.init(timeIntervalSince1970:)),
+            additionalFields: try container.decodeIfPresent([String: JSONValue].self, forKey: .additionalFields) ?? [:]
+        )
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(Self.storedFormatVersion, forKey: .version)
+        try container.encode(accessToken, forKey: .accessToken)
+        try container.encode(tokenType, forKey: .tokenType)
+        try container.encodeIfPresent(refreshToken, forKey: .refreshToken)
+        try container.encodeIfPresent(idToken, forKey: .idToken)
+        try container.encodeIfPresent(scope, forKey: .scope)
+        try container.encode(issuedAt.timeIntervalSince1970, forKey: .issuedAt)
+        try container.encodeIfPresent(expiresAt?.timeIntervalSince1970, forKey: .expiresAt)
+        try container.encodeIfPresent(refreshTokenExpiresAt?.timeIntervalSince1970, forKey: .refreshTokenExpiresAt)
+        if !additionalFields.isEmpty {
+            try container.encode(additionalFields, forKey: .additionalFields)
+        }
+    }
+
+    /// The stored form: compact JSON with sorted keys.
+    public func storedForm() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return try encoder.encode(self)
+    }
+
+    /// Reads a token from its stored form.
+    /// - Throws: ``VaultError`` with code `unsupportedVersion` for a newer format, or
+    ///   `integrityFailure` for bytes that are not a stored token. The message never quotes them.
+    public init(storedForm data: Data) throws {
+        do {
+            self = try JSONDecoder().decode(OAuthToken.self, from: data)
+        } catch let error as VaultError {
+            throw error
+        } catch {
+            throw VaultError(.integrityFailure, "The stored entry is not a TokenVault token.")
+        }
+    }
+}

@@ -1,0 +1,205 @@
+public import Foundation
+
+extension OAuthToken {
+    /// Builds a token from a token endpoint's response body.
+    ///
+    /// Accepts:
+    /// - JSON as in RFC 6749 §5.1, with `expires_in` as a number or a numeric string;
+    /// - form-encoded bodies, as GitHub returns by default
+    ///   (`access_token=…&scope=repo%2Cuser&token_type=bearer`), percent-decoded.
+    ///
+    /// `expires_in` counts from `receivedAt`. When the response has no `expires_in` and the access
+    /// token is a JWT, ``expiresAt`` comes from its `exp` claim. `refresh_token_expires_in`
+    /// (GitHub Apps) sets ``refreshTokenExpiresAt``.
+    ///
+    /// - Throws: ``VaultError`` with code `tokenEndpointError` for an error response
+    ///   (`{"error":"invalid_grant",…}`), whose ``VaultError/oauthError`` carries the details;
+    ///   `invalidInput` for a body that is not a token response. No error message contains a
+    ///   token value.
+    public init(tokenResponse body: Data, receivedAt: Date = Date()) throws {
+        let fields = try TokenResponseFields.parse(body)
+        try self.init(responseFields: fields, receivedAt: receivedAt)
+    }
+
+    /// Builds a token from a token endpoint's response body given as text.
+    public init(tokenResponse body: String, receivedAt: Date = Date()) throws {
+        try self.init(tokenResponse: Data(body.utf8), receivedAt: receivedAt)
+    }
+
+    private static let modelledFields: Set<String> = [
+        "access_token", "token_type", "refresh_token", "id_token", "scope", "expires_in",
+        "refresh_token_expires_in",
+    ]
+
+    init(responseFields fields: [String: JSONValue], receivedAt: Date) throws {
+        if case .string(let error)? = fields["error"] {
+            let oauthError = OAuthErrorResponse(
+                error: error,
+                errorDescription: fields["error_description"]?.stringValue,
+                errorURI: fields["error_uri"]?.stringValue
+            )
+            throw VaultError(
+                .tokenEndpointError,
+                "The token endpoint returned an error: \(oauthError).",
+                underlying: oauthError
+            )
+        }
+        guard let accessToken = fields["access_token"]?.stringValue else {
+            throw VaultError(.invalidInput, "The response has no access_token string.")
+        }
+        guard !accessToken.isEmpty else {
+            throw VaultError(.invalidInput, "The response's access_token is empty.")
+        }
+        let tokenType: String
+        switch fields["token_type"] {
+        case nil, .null?: tokenType = "Bearer"
+        case .string(let value)?: tokenType = value
+        default: throw VaultError(.invalidInput, "The response's token_type is not a string.")
+        }
+        let expiresIn = try Self.seconds(fields["expires_in"], field: "expires_in")
+        let refreshExpiresIn = try Self.seconds(
+            fields["refresh_token_expires_in"], field: "refresh_token_expires_in"
+        )
+        var expiresAt = expiresIn.map { receivedAt.addingTimeInterval($0) }
+        if expiresAt == nil {
+            expiresAt = JWT.expiry(of: accessToken)
+        }
+        var additional = fields
+        for name in Self.modelledFields { additional.removeValue(forKey: name) }
+
+        self.init(
+            accessToken: accessToken,
+            tokenType: tokenType,
+            refreshToken: try Self.optionalString(fields["refresh_token"], field: "refresh_token"),
+            idToken: try Self.optionalString(fields["id_token"], field: "id_token"),
+            scope: try Self.scope(fields["scope"]),
+            issuedAt: receivedAt,
+            expiresAt: expiresAt,
+            refreshTokenExpiresAt: refreshExpiresIn.map { receivedAt.addingTimeInterval($0) },
+            additionalFields: additional
+        )
+    }
+
+    /// The longest lifetime accepted, 100 years; anything longer is a malformed response.
+    private static let maximumLifetime: TimeInterval = 100 * 365 * 86_400
+
+    private static func seconds(_ value: JSONValue?, field: String) throws -> TimeInterval? {
+        let seconds: Double
+        switch value {
+        case nil, .null?:
+            return nil
+        case .number(let number)?:
+            seconds = number
+        case .string(let text)?:
+            guard let number = Double(text.trimmingCharacters(in: .whitespaces)) else {
+                throw VaultError(.invalidInput, "The response's \(field) is not a number.")
+            }
+            seconds = number
+        default:
+            throw VaultError(.invalidInput, "The response's \(field) is not a number.")
+        }
+        guard seconds.isFinite, seconds >= 0, seconds <= maximumLifetime else {
+            throw VaultError(.invalidInput, "The response's \(field) is out of range.")
+        }
+        return seconds
+    }
+
+    private static func optionalString(_ value: JSONValue?, field: String) throws -> String? {
+        switch value {
+        case nil, .null?: return nil
+        case .string(let text)?: return text.isEmpty ? nil : text
+        default: throw VaultError(.invalidInput, "The response's \(field) is not a string.")
+        }
+    }
+
+    private static func scope(_ value: JSONValue?) throws -> String? {
+        switch value {
+        case nil, .null?: return nil
+        case .string(let text)?: return text
+        case .array(let items)?:
+            // Not RFC 6749, but some servers send a list; keep it as the standard string.
+            let names = items.compactMap(\.stringValue)
+            guard names.count == items.count else {
+                throw VaultError(.invalidInput, "The response's scope list holds a value that is not a string.")
+            }
+            return names.joined(separator: " ")
+        default:
+            throw VaultError(.invalidInput, "The response's scope is not a string.")
+        }
+    }
+}
+
+extension JSONValue {
+    var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+}
+
+/// Reads a token endpoint's body as JSON or as `application/x-www-form-urlencoded`.
+enum TokenResponseFields {
+    /// Bodies larger than this are not token responses.
+    static let maximumBodySize = 1 << 20
+
+    static func parse(_ body: Data) throws -> [String: JSONValue] {
+        guard body.count <= maximumBodySize else {
+            throw VaultError(.invalidInput, "The token response is larger than 1 MiB.")
+        }
+        guard let text = String(data: body, encoding: .utf8) else {
+            throw VaultError(.invalidInput, "The token response is not UTF-8 text.")
+        }
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty else {
+            throw VaultError(.invalidInput, "The token response is empty.")
+        }
+        if trimmed.hasPrefix("{") || trimmed.hasPrefix("[") {
+            return try parseJSON(Data(trimmed.utf8))
+        }
+        return try parseForm(trimmed)
+    }
+
+    static func parseJSON(_ data: Data) throws -> [String: JSONValue] {
+        let value: JSONValue
+        do {
+            value = try JSONDecoder().decode(JSONValue.self, from: data)
+        } catch {
+            // The decoder's message can quote the input, so it is not passed on.
+            throw VaultError(.invalidInput, "The token response is not valid JSON.")
+        }
+        guard case .object(let object) = value else {
+            throw VaultError(.invalidInput, "The token response is JSON but not an object.")
+        }
+        return object
+    }
+
+    static func parseForm(_ text: String) throws -> [String: JSONValue] {
+        var fields: [String: JSONValue] = [:]
+        for pair in text.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2 else {
+                throw VaultError(.invalidInput, "The token response is neither JSON nor form-encoded.")
+            }
+            guard let name = decode(parts[0]), !name.isEmpty, let value = decode(parts[1]) else {
+                throw VaultError(.invalidInput, "The form-encoded token response has a bad percent escape.")
+            }
+            guard fields[name] == nil else {
+                throw VaultError(.invalidInput, "The form-encoded token response repeats the field \(safeName(name)).")
+            }
+            fields[name] = .string(value)
+        }
+        guard !fields.isEmpty else {
+            throw VaultError(.invalidInput, "The token response is neither JSON nor form-encoded.")
+        }
+        return fields
+    }
+
+    private static func decode(_ component: Substring) -> String? {
+        String(component).replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+    }
+
+    /// A field name fit for a message: short, printable, or omitted.
+    private static func safeName(_ name: String) -> String {
+        let isPlain = name.count <= 40 && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }
+        return isPlain ? "'\(name)'" : "(unprintable name)"
+    }
+}

@@ -1,0 +1,125 @@
+public import Foundation
+
+/// How to open a ``Vault``: which backend, and for the encrypted file, where it is and how to unlock it.
+///
+/// Read one from the environment with ``fromEnvironment(_:)``:
+///
+/// | variable | meaning |
+/// |---|---|
+/// | `TOKEN_VAULT_BACKEND` | `auto` (default), `secret-service`, `file` or `memory` |
+/// | `TOKEN_VAULT_FILE` | the vault file; default `$XDG_DATA_HOME/token-vault/tokens.vault` |
+/// | `TOKEN_VAULT_KEY_FILE` | a file holding a 32-byte key (raw, hex or base64) |
+/// | `TOKEN_VAULT_PASSPHRASE_FILE` | a file whose content (less one trailing newline) is the passphrase |
+public struct VaultConfiguration: Sendable {
+    /// Which backend to use.
+    public enum Backend: String, Sendable, CaseIterable, CustomStringConvertible {
+        /// The Secret Service if it answers and its default collection is unlocked, otherwise the
+        /// encrypted file. Never plain text.
+        case auto
+        /// The desktop Secret Service (GNOME Keyring, KeePassXC, KWallet ≥ 5.97). Fails closed.
+        case secretService = "secret-service"
+        /// The libsodium-encrypted file. Fails closed.
+        case file
+        /// Process memory, for tests. Nothing persists.
+        case memory
+
+        public var description: String { rawValue }
+    }
+
+    /// Where the encrypted file's key comes from.
+    public enum KeySource: Sendable, CustomStringConvertible {
+        /// A file holding 32 key bytes: raw, or as 64 hex digits, or as base64.
+        case keyFile(String)
+        /// A file whose content is the passphrase; one trailing newline is ignored.
+        case passphraseFile(String)
+        /// A passphrase already in secure memory, for example typed at a terminal.
+        case passphrase(SecretBytes)
+
+        public var description: String {
+            switch self {
+            case .keyFile(let path): "key file \(path)"
+            case .passphraseFile(let path): "passphrase file \(path)"
+            case .passphrase: "passphrase (typed)"
+            }
+        }
+    }
+
+    /// The backend to use.
+    public var backend: Backend
+    /// The vault file; `nil` means ``defaultFilePath(environment:)``.
+    public var filePath: String?
+    /// How to unlock the vault file.
+    public var keySource: KeySource?
+    /// How long the Secret Service probe may take before it gives up.
+    public var probeTimeout: Duration
+    /// Accept a vault or key file that group or others can read. Off by default, as ssh does.
+    public var allowInsecurePermissions: Bool
+
+    public init(
+        backend: Backend = .auto,
+        filePath: String? = nil,
+        keySource: KeySource? = nil,
+        probeTimeout: Duration = .seconds(2),
+        allowInsecurePermissions: Bool = false
+    ) {
+        self.backend = backend
+        self.filePath = filePath
+        self.keySource = keySource
+        self.probeTimeout = probeTimeout
+        self.allowInsecurePermissions = allowInsecurePermissions
+    }
+
+    /// Reads `TOKEN_VAULT_BACKEND`, `TOKEN_VAULT_FILE`, `TOKEN_VAULT_KEY_FILE` and
+    /// `TOKEN_VAULT_PASSPHRASE_FILE`.
+    /// - Throws: ``VaultError`` `invalidInput` for an unknown backend name, or when both a key
+    ///   file and a passphrase file are set.
+    public static func fromEnvironment(
+        _ environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> VaultConfiguration {
+        var configuration = VaultConfiguration()
+        if let name = environment["TOKEN_VAULT_BACKEND"], !name.isEmpty {
+            guard let backend = Backend(rawValue: name) else {
+                throw VaultError(
+                    .invalidInput,
+                    "TOKEN_VAULT_BACKEND must be one of \(Backend.allCases.map(\.rawValue).joined(separator: ", ")); it is '\(name)'."
+                )
+            }
+            configuration.backend = backend
+        }
+        if let path = environment["TOKEN_VAULT_FILE"], !path.isEmpty {
+            configuration.filePath = path
+        }
+        let keyFile = environment["TOKEN_VAULT_KEY_FILE"].flatMap { $0.isEmpty ? nil : $0 }
+        let passphraseFile = environment["TOKEN_VAULT_PASSPHRASE_FILE"].flatMap { $0.isEmpty ? nil : $0 }
+        switch (keyFile, passphraseFile) {
+        case (let key?, nil): configuration.keySource = .keyFile(key)
+        case (nil, let passphrase?): configuration.keySource = .passphraseFile(passphrase)
+        case (nil, nil): break
+        case (_?, _?):
+            throw VaultError(
+                .invalidInput, "Set TOKEN_VAULT_KEY_FILE or TOKEN_VAULT_PASSPHRASE_FILE, not both."
+            )
+        }
+        return configuration
+    }
+
+    /// The default vault file, following the XDG base directory spec:
+    /// `$XDG_DATA_HOME/token-vault/tokens.vault`, or `~/.local/share/token-vault/tokens.vault`.
+    public static func defaultFilePath(
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> String {
+        let dataHome: String
+        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
+            dataHome = xdg
+        } else {
+            let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+            dataHome = (home as NSString).appendingPathComponent(".local/share")
+        }
+        return (dataHome as NSString).appendingPathComponent("token-vault/tokens.vault")
+    }
+
+    /// The vault file this configuration uses.
+    public var resolvedFilePath: String {
+        filePath ?? Self.defaultFilePath()
+    }
+}

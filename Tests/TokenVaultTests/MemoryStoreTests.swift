@@ -1,0 +1,10 @@
+import Foundation
+import Testing
+import TokenVault
+
+@Suite struct MemoryStoreTests {
+    @Test(arguments: StoreConformance.cases)
+    func conformance(_ check: StoreConformance.Case) async throws {
+        try await check.run(on: MemoryStore())
+    }
+}
