@@ -4,9 +4,9 @@
 //   vault-file-stress write <vault> <key-file> <service> <count>   count < 0: forever
 //       saves <service>/<i> = value(service, i) for i in 0..<count, printing "ack <i>"
 //       after each save has returned (is durable).
-//   vault-file-stress wait-for <vault> <key-file> <service> <count>
-//       opens once, then polls keys(service:) until it lists <count> keys, checks every value,
-//       prints "seen <count>".
+//   vault-file-stress wait-for <vault> <key-file> <service>[,<service>…] <count>
+//       opens once, prints "opened", then polls keys(service:) of each service until each lists
+//       <count> keys, checks every value, prints "seen <count>".
 //   vault-file-stress fill <vault> <key-file> <file-size-limit>
 //       sets RLIMIT_FSIZE, ignores SIGXFSZ and saves until a save fails; prints "ack <i>"
 //       per save and "error <code>" for the failure.
@@ -52,17 +52,19 @@ do {
         }
     case "wait-for":
         guard arguments.count == 6, let count = Int(arguments[5]) else { fail("wait-for <vault> <key> <service> <count>") }
-        let service = arguments[4]
+        let services = arguments[4].split(separator: ",").map(String.init)
         let store = try await EncryptedFileStore.open(path: vaultPath, keySource: keySource)
         emit("opened")
         let deadline = Date().addingTimeInterval(120)
-        while try await store.keys(service: service).count < count {
-            if Date() > deadline { fail("timed out waiting for \(count) keys") }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        for index in 0..<count {
-            let loaded = try await store.load(CredentialKey(service: service, account: "\(index)"))
-            guard loaded == value(service: service, index: index) else { fail("wrong value for \(index)") }
+        for service in services {
+            while try await store.keys(service: service).count < count {
+                if Date() > deadline { fail("timed out waiting for \(count) keys") }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            for index in 0..<count {
+                let loaded = try await store.load(CredentialKey(service: service, account: "\(index)"))
+                guard loaded == value(service: service, index: index) else { fail("wrong value for \(service)/\(index)") }
+            }
         }
         emit("seen \(count)")
     case "fill":

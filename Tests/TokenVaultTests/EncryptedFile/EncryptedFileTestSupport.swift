@@ -11,7 +11,9 @@ final class TemporaryDirectory: @unchecked Sendable {
     let path: String
 
     init() throws {
-        var template = Array((NSTemporaryDirectory() + "/tokenvault-file-test.XXXXXX").utf8CString)
+        var base = NSTemporaryDirectory()
+        while base.count > 1 && base.hasSuffix("/") { base.removeLast() }
+        var template = Array((base + "/tokenvault-file-test.XXXXXX").utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw VaultError(.io, "mkdtemp failed")
         }
