@@ -25,10 +25,10 @@ enum KeyMaterial {
     static func load(_ source: VaultConfiguration.KeySource, allowInsecurePermissions: Bool) throws -> Secret {
         switch source {
         case .keyFile(let path):
-            let raw = try readFile(path, allowInsecurePermissions: allowInsecurePermissions)
+            let raw = try readFile(path, what: "key file", allowInsecurePermissions: allowInsecurePermissions)
             return .key(try parseKey(raw, path: path))
         case .passphraseFile(let path):
-            let raw = try readFile(path, allowInsecurePermissions: allowInsecurePermissions)
+            let raw = try readFile(path, what: "passphrase file", allowInsecurePermissions: allowInsecurePermissions)
             let passphrase = try raw.withUnsafeBytes { bytes in
                 try SecretBytes(copyingSecure: UnsafeRawBufferPointer(rebasing: bytes[..<trimmedLength(bytes, allWhitespace: false)]))
             }
@@ -45,7 +45,7 @@ enum KeyMaterial {
     }
 
     /// Reads a whole key or passphrase file (a regular file, or a pipe such as `<(…)`) into secure memory.
-    static func readFile(_ path: String, allowInsecurePermissions: Bool) throws -> SecretBytes {
+    static func readFile(_ path: String, what: String, allowInsecurePermissions: Bool) throws -> SecretBytes {
         let fd = try Posix.open(path, flags: O_RDONLY, role: .keyFile)
         defer { Posix.close(fd) }
         let status = try Posix.fstat(fd, path: path)
@@ -53,11 +53,11 @@ enum KeyMaterial {
             if status.groupOrOtherBits != 0 && !allowInsecurePermissions {
                 throw VaultError(
                     .insecurePermissions,
-                    "The key file \(path) can be read or written by group or others (mode \(octal(status.permissionBits))). Run `chmod 600 \(path)`, or allow insecure permissions explicitly."
+                    "The \(what) \(path) can be read or written by group or others (mode \(octal(status.permissionBits))). Run `chmod 600 \(path)`, or allow insecure permissions explicitly."
                 )
             }
             guard status.size <= Int64(maximumFileSize) else {
-                throw VaultError(.invalidInput, "The key file \(path) is larger than \(maximumFileSize / 1024) KiB; it is not a key file.")
+                throw VaultError(.invalidInput, "The \(what) \(path) is larger than \(maximumFileSize / 1024) KiB; it is not a \(what).")
             }
         }
         let scratch = try SecureBuffer(capacity: maximumFileSize + 1)
@@ -71,7 +71,7 @@ enum KeyMaterial {
                 total += n
             }
             guard total <= maximumFileSize else {
-                throw VaultError(.invalidInput, "The key file \(path) is larger than \(maximumFileSize / 1024) KiB; it is not a key file.")
+                throw VaultError(.invalidInput, "The \(what) \(path) is larger than \(maximumFileSize / 1024) KiB; it is not a \(what).")
             }
             return try SecretBytes(copyingSecure: UnsafeRawBufferPointer(rebasing: buffer[..<total]))
         }

@@ -49,14 +49,36 @@ struct SealedRecord {
     /// The plaintext length of a frame of `frameCount` bytes.
     static func plaintextCount(frameCount: Int) -> Int { frameCount - overhead }
 
-    /// The associated data that binds a record to its vault file and to its place in it.
+    /// The associated data that binds a record to its vault file and to its place in it:
+    /// `"TVR1" ‖ file id (16) ‖ sequence (u64 LE) ‖ frame header (8)`.
     static func associatedData(fileID: [UInt8], sequence: UInt64, frameHeader: UnsafeRawBufferPointer) -> [UInt8] {
-        var ad: [UInt8] = [0x54, 0x56, 0x52, 0x31]  // "TVR1"
-        ad.reserveCapacity(36)
-        ad += fileID
-        ad.appendLE(sequence)
-        ad += frameHeader
-        return ad
+        [UInt8](unsafeUninitializedCapacity: associatedDataLength) { buffer, count in
+            writeAssociatedData(
+                fileID: fileID, sequence: sequence, frameHeader: frameHeader, into: UnsafeMutableRawBufferPointer(buffer))
+            count = associatedDataLength
+        }
+    }
+
+    static let associatedDataLength = 4 + 16 + 8 + frameHeaderLength
+
+    static func writeAssociatedData(
+        fileID: [UInt8], sequence: UInt64, frameHeader: UnsafeRawBufferPointer, into ad: UnsafeMutableRawBufferPointer
+    ) {
+        precondition(ad.count == associatedDataLength && fileID.count == 16 && frameHeader.count == frameHeaderLength)
+        ad.storeBytes(of: UInt32(0x3152_5654).littleEndian, toByteOffset: 0, as: UInt32.self)  // "TVR1"
+        fileID.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: ad[4..<20]).copyMemory(from: $0) }
+        ad.storeBytes(of: sequence.littleEndian, toByteOffset: 20, as: UInt64.self)
+        UnsafeMutableRawBufferPointer(rebasing: ad[28..<36]).copyMemory(from: frameHeader)
+    }
+
+    /// Where the secret lies in an opened plaintext, without decoding the names.
+    static func secretRange(_ plaintext: UnsafeRawBufferPointer) -> Range<Int>? {
+        guard plaintext.count >= plaintextHeaderLength else { return nil }
+        let serviceCount = Int(UInt16(littleEndian: plaintext.loadUnaligned(fromByteOffset: 1, as: UInt16.self)))
+        let accountCount = Int(UInt16(littleEndian: plaintext.loadUnaligned(fromByteOffset: 3, as: UInt16.self)))
+        let secretStart = plaintextHeaderLength + serviceCount + accountCount
+        guard secretStart <= plaintext.count else { return nil }
+        return secretStart..<plaintext.count
     }
 
     /// Writes the plaintext of a record into `buffer`, which holds exactly `plaintextCount(...)` bytes.

@@ -75,6 +75,8 @@ final class VaultFile: @unchecked Sendable {
 
         try Posix.lock(lockDescriptor, exclusive: false, path: lockPath)
         var opened = try Posix.openIfExists(path, flags: O_RDWR)
+        // Keys derived while creating the vault, so that the KDF runs once, not twice.
+        var created: (header: VaultHeader, keys: VaultKeys)?
         if opened == nil {
             guard options.createIfMissing else {
                 throw VaultError(.backendUnavailable, "There is no vault file at \(path), and creating one was not allowed.")
@@ -83,7 +85,7 @@ final class VaultFile: @unchecked Sendable {
             try Posix.lock(lockDescriptor, exclusive: true, path: lockPath)
             opened = try Posix.openIfExists(path, flags: O_RDWR)
             if opened == nil {
-                try Self.create(path: path, directory: directory, secret: secret, options: options, logger: logger)
+                created = try Self.create(path: path, directory: directory, secret: secret, options: options, logger: logger)
                 opened = try Posix.open(path, flags: O_RDWR)
             }
         }
@@ -92,7 +94,8 @@ final class VaultFile: @unchecked Sendable {
         defer { if fdOwned { Posix.close(fd) } }
 
         let path = self.path
-        let loaded = try Self.readVault(fd: fd, path: path, options: options) { header in
+        let loaded = try Self.readVault(fd: fd, path: path, options: options) { [created] header in
+            if let created, header.sameKeyDerivation(as: created.header) { return created.keys }
             guard header.kind != .passphrase || header.memLimit <= options.maximumKDFMemoryLimit else {
                 throw VaultError(
                     .invalidInput,
@@ -155,11 +158,12 @@ final class VaultFile: @unchecked Sendable {
     /// Writes a new, empty vault. The caller holds the exclusive lock.
     private static func create(
         path: String, directory: String, secret: KeyMaterial.Secret, options: EncryptedFileStore.Options, logger: Logger
-    ) throws {
+    ) throws -> (header: VaultHeader, keys: VaultKeys) {
         let header = VaultHeader.new(kind: secret.kind, kdf: options.kdf, salt: Sodium.randomBytes(Sodium.saltBytes))
         let keys = try VaultKeys.derive(from: secret, header: header, path: path)
         try writeReplacement(header.encoded(keys: keys), path: path, directory: directory, logger: logger)
         logger.info("created encrypted vault file", metadata: ["path": "\(path)", "keyKind": "\(secret.kind)"])
+        return (header, keys)
     }
 
     /// Replaces `path` atomically: a unique temporary file in the same directory, `fsync`,
@@ -277,15 +281,16 @@ final class VaultFile: @unchecked Sendable {
         scratch: SecureBuffer? = nil, _ body: (UnsafeMutableRawBufferPointer) throws -> Result
     ) throws -> Result? {
         let headerBytes = UnsafeRawBufferPointer(rebasing: frame[0..<SealedRecord.frameHeaderLength])
-        let ad = SealedRecord.associatedData(fileID: fileID, sequence: sequence, frameHeader: headerBytes)
         let sealed = UnsafeRawBufferPointer(rebasing: frame[SealedRecord.frameHeaderLength...])
         let count = SealedRecord.plaintextCount(frameCount: frame.count)
-        return try (scratch ?? readScratch).withBytes(count: count) { plaintext in
-            let opened = ad.withUnsafeBytes { adBytes in
-                Sodium.open(sealed, associatedData: adBytes, key: (keys ?? self.keys).recordKey, into: plaintext)
+        let key = (keys ?? self.keys).recordKey
+        return try withUnsafeTemporaryAllocation(byteCount: SealedRecord.associatedDataLength, alignment: 1) { ad in
+            SealedRecord.writeAssociatedData(fileID: fileID, sequence: sequence, frameHeader: headerBytes, into: ad)
+            return try (scratch ?? readScratch).withBytes(count: count) { plaintext in
+                guard Sodium.open(sealed, associatedData: UnsafeRawBufferPointer(ad), key: key, into: plaintext) == count
+                else { return nil }
+                return try body(plaintext)
             }
-            guard opened == count else { return nil }
-            return try body(plaintext)
         }
     }
 
@@ -364,8 +369,8 @@ final class VaultFile: @unchecked Sendable {
         guard let record = index[key] else { return nil }
         let secret = try record.frame.withUnsafeBytes { frame in
             try openFrame(frame, sequence: record.sequence, fileID: header.fileID) { plaintext -> Data? in
-                guard let opened = SealedRecord.decodePlaintext(UnsafeRawBufferPointer(plaintext)) else { return nil }
-                return Data(plaintext[opened.secretRange])
+                guard let range = SealedRecord.secretRange(UnsafeRawBufferPointer(plaintext)) else { return nil }
+                return Data(plaintext[range])
             }
         }
         guard let secret, let secret else {
@@ -425,15 +430,16 @@ final class VaultFile: @unchecked Sendable {
                 }
             }
             // A delete of an absent key writes nothing (unless an earlier change in the batch put it).
-            var present = Set(index.keys)
+            var presentInBatch: [CredentialKey: Bool] = [:]
             var effective: [Change] = []
             for change in changes {
                 switch change {
                 case .put(let key, _):
-                    present.insert(key)
+                    presentInBatch[key] = true
                     effective.append(change)
                 case .delete(let key):
-                    if present.remove(key) != nil { effective.append(change) }
+                    if presentInBatch[key] ?? (index[key] != nil) { effective.append(change) }
+                    presentInBatch[key] = false
                 }
             }
             guard !effective.isEmpty else { return existed }

@@ -194,6 +194,12 @@ final class VaultKeys {
         case (.key(let key), .keyFile):
             return try VaultKeys(master: key)
         case (.passphrase(let passphrase), .passphrase):
+            guard Sodium.opsLimitRange.contains(header.opsLimit), Sodium.memLimitRange.contains(header.memLimit) else {
+                throw VaultError(
+                    .invalidInput,
+                    "The Argon2id parameters (opslimit \(header.opsLimit), memlimit \(header.memLimit) bytes) are outside libsodium's bounds (opslimit ≥ 1, memlimit ≥ 8 KiB)."
+                )
+            }
             return try VaultKeys(
                 master: Sodium.argon2id(
                     passphrase: passphrase, salt: header.salt, opsLimit: header.opsLimit, memLimit: header.memLimit))
