@@ -1,6 +1,6 @@
 public import Foundation
 public import Logging
-import Dispatch
+internal import Dispatch
 
 /// A ``CredentialStore`` in one libsodium-encrypted file, for headless servers, containers and CI.
 ///

@@ -1,5 +1,5 @@
-import Foundation
-import Logging
+internal import Foundation
+internal import Logging
 
 #if canImport(Glibc)
 internal import Glibc
