@@ -169,9 +169,10 @@ final class VaultFile: @unchecked Sendable {
     /// Replaces `path` atomically: a unique temporary file in the same directory, `fsync`,
     /// `rename` over, `fsync` of the directory. On failure the old file is untouched.
     private static func writeReplacement(_ bytes: [UInt8], path: String, directory: String, logger: Logger) throws {
-        let name = path.split(separator: "/").last.map(String.init) ?? "vault"
+        let prefix = temporaryPrefix(path)
+        removeAbandonedTemporaries(prefix: prefix, directory: directory, logger: logger)
         let suffix = Sodium.randomBytes(6).map { String($0, radix: 16) }.joined()
-        let temporary = directory + "/." + name + ".tmp-" + suffix
+        let temporary = directory + "/" + prefix + suffix
         let fd = try Posix.open(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
         do {
             try Posix.chmod(fd, 0o600, path: temporary)  // whatever the umask says
@@ -191,6 +192,34 @@ final class VaultFile: @unchecked Sendable {
             throw error
         }
         try Posix.syncDirectory(directory)
+    }
+
+    /// Temporary files for `path` are `.<name>.tmp-<random>` in the same directory.
+    private static func temporaryPrefix(_ path: String) -> String {
+        "." + (path.split(separator: "/").last.map(String.init) ?? "vault") + ".tmp-"
+    }
+
+    /// Removes temporary files that a process killed during a compaction or rekey left behind.
+    /// Safe because the caller holds the exclusive lock: no other rewrite is under way.
+    /// A failure is logged: the leftovers are harmless and never read.
+    private static func removeAbandonedTemporaries(prefix: String, directory: String, logger: Logger) {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory)
+        } catch {
+            logger.debug("could not list the vault directory", metadata: ["directory": "\(directory)"])
+            return
+        }
+        for name in names where name.hasPrefix(prefix) {
+            do {
+                try Posix.unlink(directory + "/" + name)
+                logger.notice("removed an abandoned temporary vault file", metadata: ["path": "\(directory)/\(name)"])
+            } catch {
+                logger.warning(
+                    "could not remove an abandoned temporary vault file",
+                    metadata: ["path": "\(directory)/\(name)", "error": "\(error)"])
+            }
+        }
     }
 
     // MARK: Reading records

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 @testable import TokenVault
 
@@ -333,6 +334,8 @@ import Glibc
         let expected = try await S.contents(store)
         #expect(try await S.contents(other) == expected)
         let before = try S.read(vault).count
+        // What a process killed during a compaction leaves behind is cleaned up by the next one.
+        try S.write([1, 2, 3], to: dir.file(".vault.tmp-abandoned"))
         try await store.compact()
         let after = try S.read(vault).count
         #expect(after < before / 5)
@@ -414,5 +417,59 @@ import Glibc
         #expect(!String(describing: source).contains("hunter2"))
         #expect(!String(reflecting: typed).contains("hunter2"))
         #expect(!String(describing: EncryptedFileStore.KDFParameters.moderate).isEmpty)
+    }
+}
+
+// MARK: - Logs
+
+/// Keeps every log line, message and metadata, as text.
+final class CapturingLogHandler: LogHandler, @unchecked Sendable {
+    private let lock = NSLock()
+    private var _lines: [String] = []
+    var lines: [String] { lock.withLock { _lines } }
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let merged = metadata.merging(event.metadata ?? [:]) { $1 }
+        lock.withLock { _lines.append("\(event.level) \(event.message) \(merged)") }
+    }
+}
+
+@Suite struct EncryptedFileLoggingTests {
+    typealias S = FileTestSupport
+
+    @Test func logsShowNoSecret() async throws {
+        let dir = try TemporaryDirectory()
+        let vault = dir.file("vault")
+        let handler = CapturingLogHandler()
+        let logger = Logger(label: "test") { _ in handler }
+        let passphrase = try S.passphraseFile("log-passphrase-SECRET1", in: dir)
+        let store = try await EncryptedFileStore.open(
+            path: vault, keySource: .passphraseFile(passphrase), options: S.cheap, logger: logger)
+        for round in 0..<3 {
+            try await store.save(Data("log-token-SECRET2-\(round)".utf8), for: S.key("acct"))
+        }
+        try await store.compact()
+        // A torn tail, seen and repaired.
+        let bytes = try S.read(vault)
+        try S.write(bytes + Array(bytes[VaultHeader.length..<VaultHeader.length + 30]), to: vault)
+        let reopened = try await EncryptedFileStore.open(
+            path: vault, keySource: .passphraseFile(passphrase), options: S.cheap, logger: logger)
+        try await reopened.save(Data("log-token-SECRET3".utf8), for: S.key("acct2"))
+        let newKey = try S.keyFile(in: dir)
+        try await reopened.rekey(to: .keyFile(newKey))
+        #expect(handler.lines.count >= 3, "the store logged what it did")
+        #expect(handler.lines.contains { $0.contains("incomplete last write") })
+        let keyBytes = try S.read(newKey).map { String(format: "%02x", $0) }.joined()
+        for line in handler.lines {
+            #expect(!line.contains("SECRET"), "a log line shows a secret: redacted")
+            #expect(!line.lowercased().contains(keyBytes))
+        }
     }
 }
