@@ -4,6 +4,10 @@
 //   vault-file-stress write <vault> <key-file> <service> <count>   count < 0: forever
 //       saves <service>/<i> = value(service, i) for i in 0..<count, printing "ack <i>"
 //       after each save has returned (is durable).
+//   vault-file-stress cycle <vault> <key-file> <service> <slots> <start>
+//       forever, for i from <start>: saves <service>/<i % slots> = value(service, i), printing
+//       "ack <i>"; compacts
+//       whenever 4 KiB of dead records outweigh the live ones, so a kill can land mid-compaction.
 //   vault-file-stress wait-for <vault> <key-file> <service>[,<service>…] <count>
 //       opens once, prints "opened", then polls keys(service:) of each service until each lists
 //       <count> keys, checks every value, prints "seen <count>".
@@ -47,6 +51,19 @@ do {
         var index = 0
         while count < 0 || index < count {
             try await store.save(value(service: service, index: index), for: CredentialKey(service: service, account: "\(index)"))
+            emit("ack \(index)")
+            index += 1
+        }
+    case "cycle":
+        guard arguments.count == 7, let slots = Int(arguments[5]), slots > 0, let start = Int(arguments[6]) else {
+            fail("cycle <vault> <key> <service> <slots> <start>")
+        }
+        let service = arguments[4]
+        let store = try await EncryptedFileStore.open(
+            path: vaultPath, keySource: keySource, options: .init(compactionMinimumDeadBytes: 4096))
+        var index = start
+        while true {
+            try await store.save(value(service: service, index: index), for: CredentialKey(service: service, account: "\(index % slots)"))
             emit("ack \(index)")
             index += 1
         }

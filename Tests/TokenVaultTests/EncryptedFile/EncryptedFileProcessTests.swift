@@ -47,6 +47,47 @@ import Glibc
         #expect(totalAcknowledged > 0, "the helper never got to write before being killed")
     }
 
+    /// The same, with a writer that overwrites 20 keys and compacts every few writes, so that
+    /// kills land during compactions too. Each key holds its last acknowledged value, or the
+    /// value of the write in flight.
+    @Test func killNineDuringOverwritesAndCompactions() async throws {
+        let dir = try TemporaryDirectory()
+        let vault = dir.file("vault")
+        let key = try S.keyFile(in: dir)
+        let service = "cycle"
+        let slots = 20
+        var next = 0  // values are numbered across rounds, so a stale value shows
+        var known: [Int: Data] = [:]  // what each slot held after the previous round
+        for round in 0..<30 {
+            let (process, output) = try S.helper(["cycle", vault, key, service, "\(slots)", "\(next)"])
+            try await Task.sleep(for: .microseconds(Int.random(in: 20_000...80_000)))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            let acknowledged = LineReader(output).remainingLines().compactMap { line in
+                line.hasPrefix("ack ") ? Int(line.dropFirst(4)) : nil
+            }
+            #expect(acknowledged == Array(next..<next + acknowledged.count), "round \(round)")
+            let inFlight = next + acknowledged.count
+            next = inFlight + 1
+            guard FileManager.default.fileExists(atPath: vault) else { continue }
+            let store = try await S.open(vault, .keyFile(key))
+            for slot in 0..<slots {
+                let stored = try await store.load(S.key("\(slot)", service: service))
+                var allowed: [Data?] = []
+                if let lastAcked = acknowledged.last(where: { $0 % slots == slot }) {
+                    allowed.append(S.helperValue(service: service, index: lastAcked))
+                } else {
+                    allowed.append(known[slot])
+                }
+                if inFlight % slots == slot { allowed.append(S.helperValue(service: service, index: inFlight)) }
+                #expect(allowed.contains(stored), "round \(round): slot \(slot) lost its acknowledged value")
+                known[slot] = stored
+            }
+            #expect(try await store.keys(service: service).count <= slots)
+        }
+        #expect(try S.read(vault).count < 200 * 1024, "compaction ran")
+    }
+
     /// Four processes write 250 distinct keys each into one vault at the same time, while a fifth
     /// process that opened the vault before them waits to see all 1,000 without reopening.
     @Test func fourWritersAndAReader() async throws {
