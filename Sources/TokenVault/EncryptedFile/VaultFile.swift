@@ -81,11 +81,17 @@ final class VaultFile: @unchecked Sendable {
             guard options.createIfMissing else {
                 throw VaultError(.backendUnavailable, "There is no vault file at \(path), and creating one was not allowed.")
             }
+            // Run the KDF before taking the exclusive lock, so other processes are not held up.
+            try Posix.unlock(lockDescriptor, path: lockPath)
+            let header = VaultHeader.new(kind: secret.kind, kdf: options.kdf, salt: Sodium.randomBytes(Sodium.saltBytes))
+            let keys = try VaultKeys.derive(from: secret, header: header, path: path)
             // Creating needs the exclusive lock; another process may have created it meanwhile.
             try Posix.lock(lockDescriptor, exclusive: true, path: lockPath)
             opened = try Posix.openIfExists(path, flags: O_RDWR)
             if opened == nil {
-                created = try Self.create(path: path, directory: directory, secret: secret, options: options, logger: logger)
+                try Self.writeReplacement(header.encoded(keys: keys), path: path, directory: directory, logger: logger)
+                logger.info("created encrypted vault file", metadata: ["path": "\(path)", "keyKind": "\(secret.kind)"])
+                created = (header, keys)
                 opened = try Posix.open(path, flags: O_RDWR)
             }
         }
@@ -93,28 +99,34 @@ final class VaultFile: @unchecked Sendable {
         var fdOwned = true
         defer { if fdOwned { Posix.close(fd) } }
 
-        let path = self.path
-        let loaded = try Self.readVault(fd: fd, path: path, options: options) { [created] header in
-            if let created, header.sameKeyDerivation(as: created.header) { return created.keys }
+        // A consistent snapshot, read under the lock; later changes are caught up with later.
+        let snapshot = try Self.readVault(fd: fd, path: path, options: options)
+        try Posix.unlock(lockDescriptor, path: lockPath)
+
+        // The KDF runs without the lock held.
+        let header = snapshot.header
+        let keys: VaultKeys
+        if let created, header.sameKeyDerivation(as: created.header) {
+            keys = created.keys
+        } else {
             guard header.kind != .passphrase || header.memLimit <= options.maximumKDFMemoryLimit else {
                 throw VaultError(
                     .invalidInput,
                     "The vault file \(path) asks Argon2id for \(header.memLimit / 1_048_576) MiB of memory, more than the \(options.maximumKDFMemoryLimit / 1_048_576) MiB this process allows (Options.maximumKDFMemoryLimit)."
                 )
             }
-            return try VaultKeys.derive(from: secret, header: header, path: path)
+            keys = try VaultKeys.derive(from: secret, header: header, path: path)
         }
-        // Closing the descriptor would also drop the lock, but the store keeps it open.
-        try Posix.unlock(lockDescriptor, path: lockPath)
+        try VaultHeader.verify(snapshot.bytes, keys: keys, header: header, path: path)
 
         self.lockFD = lockDescriptor
         self.fd = fd
-        self.identity = (loaded.status.device, loaded.status.inode)
-        self.header = loaded.header
-        self.keys = loaded.keys
+        self.identity = (snapshot.status.device, snapshot.status.inode)
+        self.header = header
+        self.keys = keys
         self.validEnd = Int64(VaultHeader.length)
-        self.observedSize = Int64(loaded.bytes.count)
-        try ingestLocked(loaded.bytes, from: VaultHeader.length)
+        self.observedSize = Int64(snapshot.bytes.count)
+        try ingestLocked(snapshot.bytes, from: VaultHeader.length)
         fdOwned = false
         lockOwned = false
         logger.debug(
@@ -127,17 +139,15 @@ final class VaultFile: @unchecked Sendable {
         Posix.close(lockFD)
     }
 
-    private struct Loaded {
+    /// A vault file as read under the lock: its status, its bytes and its parsed header.
+    private struct Snapshot {
         var status: Posix.FileStatus
         var header: VaultHeader
-        var keys: VaultKeys
         var bytes: [UInt8]
     }
 
-    /// Reads a whole vault file, checks its header and unlocks it with the keys `unlock` gives.
-    private static func readVault(
-        fd: Int32, path: String, options: EncryptedFileStore.Options, unlock: (VaultHeader) throws -> VaultKeys
-    ) throws -> Loaded {
+    /// Reads a whole vault file and checks its permissions and the structure of its header.
+    private static func readVault(fd: Int32, path: String, options: EncryptedFileStore.Options) throws -> Snapshot {
         let status = try Posix.fstat(fd, path: path)
         guard status.isRegularFile else {
             throw VaultError(.notAVault, "\(path) is not a regular file, so it is not a vault file.")
@@ -150,20 +160,7 @@ final class VaultFile: @unchecked Sendable {
         }
         let bytes = try Posix.read(fd, at: 0, count: Int(status.size), path: path)
         let header = try VaultHeader.parse(bytes, fileSize: status.size, path: path)
-        let keys = try unlock(header)
-        try VaultHeader.verify(bytes, keys: keys, header: header, path: path)
-        return Loaded(status: status, header: header, keys: keys, bytes: bytes)
-    }
-
-    /// Writes a new, empty vault. The caller holds the exclusive lock.
-    private static func create(
-        path: String, directory: String, secret: KeyMaterial.Secret, options: EncryptedFileStore.Options, logger: Logger
-    ) throws -> (header: VaultHeader, keys: VaultKeys) {
-        let header = VaultHeader.new(kind: secret.kind, kdf: options.kdf, salt: Sodium.randomBytes(Sodium.saltBytes))
-        let keys = try VaultKeys.derive(from: secret, header: header, path: path)
-        try writeReplacement(header.encoded(keys: keys), path: path, directory: directory, logger: logger)
-        logger.info("created encrypted vault file", metadata: ["path": "\(path)", "keyKind": "\(secret.kind)"])
-        return (header, keys)
+        return Snapshot(status: status, header: header, bytes: bytes)
     }
 
     /// Replaces `path` atomically: a unique temporary file in the same directory, `fsync`,
@@ -354,17 +351,14 @@ final class VaultFile: @unchecked Sendable {
         let newFD = try Posix.open(path, flags: O_RDWR)
         var owned = true
         defer { if owned { Posix.close(newFD) } }
-        let current = header
-        let currentKeys = keys
-        let loaded = try Self.readVault(fd: newFD, path: path, options: options) { [path] header in
-            guard header.sameKeyDerivation(as: current) else {
-                throw VaultError(
-                    .authenticationFailed,
-                    "The vault file \(path) was rekeyed by another process: its key or passphrase changed. Open it again with the new one."
-                )
-            }
-            return currentKeys
+        let loaded = try Self.readVault(fd: newFD, path: path, options: options)
+        guard loaded.header.sameKeyDerivation(as: header) else {
+            throw VaultError(
+                .authenticationFailed,
+                "The vault file \(path) was rekeyed by another process: its key or passphrase changed. Open it again with the new one."
+            )
         }
+        try VaultHeader.verify(loaded.bytes, keys: keys, header: loaded.header, path: path)
         Posix.close(fd)
         fd = newFD
         owned = false

@@ -473,3 +473,23 @@ final class CapturingLogHandler: LogHandler, @unchecked Sendable {
         }
     }
 }
+
+@Suite struct EncryptedFileVaultFacadeTests {
+    typealias S = FileTestSupport
+
+    /// `Vault.open` with the file backend named explicitly opens this store, and fails closed.
+    @Test func vaultOpensTheFileBackend() async throws {
+        let dir = try TemporaryDirectory()
+        let vault = dir.file("tokens.vault")
+        let configuration = VaultConfiguration(backend: .file, filePath: vault, keySource: .keyFile(try S.keyFile(in: dir)))
+        let opened = try await Vault.open(configuration)
+        #expect(opened.store.backendName == "file")
+        #expect(opened.selection.backend == .file)
+        try await opened.saveSecret(Data("api-key".utf8), for: S.key("a"))
+        #expect(try await Vault.open(configuration).secret(for: S.key("a")) == Data("api-key".utf8))
+
+        let wrongKey = VaultConfiguration(backend: .file, filePath: vault, keySource: .keyFile(try S.keyFile(in: dir, name: "other")))
+        let error = await S.errorCode { _ = try await Vault.open(wrongKey) }
+        #expect(error?.code == .authenticationFailed)
+    }
+}
