@@ -40,6 +40,12 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // A child process for the encrypted file tests (crash, multi-process, disk full). Not a
+        // product: `swift build` puts it next to the test bundle, where the tests look for it.
+        .executableTarget(
+            name: "vault-file-stress",
+            dependencies: ["TokenVault"]
+        ),
         .testTarget(
             name: "TokenVaultTests",
             dependencies: ["TokenVault"],

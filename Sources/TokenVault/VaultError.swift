@@ -20,6 +20,7 @@ public struct VaultError: Error, Sendable, CustomStringConvertible, CustomDebugS
             case notAVault = "not-a-vault"
             case unsupportedVersion = "unsupported-version"
             case truncated
+            case emptyFile = "empty-file"
             case permissionDenied = "permission-denied"
             case insecurePermissions = "insecure-permissions"
             case invalidInput = "invalid-input"
@@ -55,6 +56,8 @@ public struct VaultError: Error, Sendable, CustomStringConvertible, CustomDebugS
         public static let unsupportedVersion = Code(.unsupportedVersion)
         /// The file ends before its header does.
         public static let truncated = Code(.truncated)
+        /// The vault file exists but is empty (0 bytes): it holds no header, so it is not a vault.
+        public static let emptyFile = Code(.emptyFile)
         /// The operating system refused access to a file or directory.
         public static let permissionDenied = Code(.permissionDenied)
         /// A vault or key file is readable by group or others, and no override was given.

@@ -1,27 +1,146 @@
 public import Foundation
 public import Logging
+internal import Dispatch
 
-/// PLACEHOLDER until the encrypted file backend lands: refuses to open.
-public final class EncryptedFileStore: CredentialStore {
-    public struct Options: Sendable {
-        public var allowInsecurePermissions: Bool
-        public init(allowInsecurePermissions: Bool = false) {
-            self.allowInsecurePermissions = allowInsecurePermissions
-        }
-    }
+/// A ``CredentialStore`` in one libsodium-encrypted file, for headless servers, containers and CI.
+///
+/// - **Keys.** The master key is a 32-byte key file, or a passphrase stretched once per open
+///   with Argon2id. Subkeys for records and for the header come from it through
+///   `crypto_kdf_derive_from_key`. All key material lives in ``SecretBytes``.
+/// - **Format.** A versioned header followed by an append-only log of records, each sealed with
+///   XChaCha20-Poly1305 and bound to this file and to its place in the log. Service and
+///   account names are inside the ciphertext. See <doc:FileFormat>.
+/// - **Writes.** A save appends one record and `fdatasync`s before it returns; ``saveAll(_:)``
+///   appends one batch, which becomes visible all at once, with one `fdatasync`. When dead
+///   records outweigh live ones, the file is compacted: rewritten to a temporary file, synced
+///   and renamed over.
+/// - **Several processes.** Writers hold an exclusive `flock` on `<file>.lock`; readers notice
+///   appended records or a replaced file on their next operation and read them under a shared lock.
+/// - **Crashes.** A write cut short (`kill -9`, power loss) leaves a torn tail that is ignored;
+///   the next write removes it. Damage anywhere else is an `integrityFailure` for the whole vault.
+///
+/// Loads decrypt one record on demand: the index in memory holds only sealed records, so
+/// plaintext secrets do not sit in memory. Blocking work (the KDF, locks, `fsync`) runs on a
+/// dedicated serial queue, never on Swift's cooperative thread pool.
+public final class EncryptedFileStore: CredentialStore, @unchecked Sendable {
+    /// The largest secret this backend stores (4 MiB); larger ones are refused with `tooLarge`.
+    public static let maximumSecretSize = SealedRecord.maximumSecretSize
 
     public var backendName: String { "file" }
 
-    private init() {}
+    /// The vault file.
+    public var path: String { file.path }
 
-    public static func open(
-        path: String, keySource: VaultConfiguration.KeySource, options: Options = Options(), logger: Logger = Vault.noopLogger
-    ) async throws -> EncryptedFileStore {
-        throw VaultError(.backendUnavailable, "The encrypted file backend is not built into this version yet.")
+    private let file: VaultFile
+    private let queue: DispatchQueue
+
+    private init(file: VaultFile, queue: DispatchQueue) {
+        self.file = file
+        self.queue = queue
     }
 
-    public func load(_ key: CredentialKey) async throws -> Data? { nil }
-    public func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) async throws {}
-    public func delete(_ key: CredentialKey) async throws -> Bool { false }
-    public func keys(service: String?) async throws -> [CredentialKey] { [] }
+    /// Opens the vault at `path`, creating it (and its directory, `0700`) if it is missing and
+    /// `options.createIfMissing` allows it.
+    ///
+    /// The key or passphrase file is read here; a passphrase is stretched with Argon2id once.
+    ///
+    /// - Throws: ``VaultError`` with code `keyFileMissing`, `insecurePermissions`,
+    ///   `authenticationFailed` (wrong key or passphrase), `notAVault`, `emptyFile`, `truncated`,
+    ///   `unsupportedVersion`, `integrityFailure`, `permissionDenied`, `backendUnavailable` (no
+    ///   file and creation not allowed), `invalidInput` or `io`.
+    public static func open(
+        path: String,
+        keySource: VaultConfiguration.KeySource,
+        options: Options = Options(),
+        logger: Logger = Vault.noopLogger
+    ) async throws -> EncryptedFileStore {
+        let queue = DispatchQueue(label: "TokenVault.EncryptedFileStore")
+        let file = try await run(on: queue) {
+            try VaultFile(path: path, keySource: keySource, options: options, logger: logger)
+        }
+        return EncryptedFileStore(file: file, queue: queue)
+    }
+
+    private static func run<Value: Sendable>(
+        on queue: DispatchQueue, _ body: @escaping @Sendable () throws -> Value
+    ) async throws -> Value {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async {
+                continuation.resume(with: Result { try body() })
+            }
+        }
+    }
+
+    private func onQueue<Value: Sendable>(_ body: @escaping @Sendable () throws -> Value) async throws -> Value {
+        try await Self.run(on: queue, body)
+    }
+
+    // MARK: CredentialStore
+
+    public func load(_ key: CredentialKey) async throws -> Data? {
+        if let current = try file.lookupIfFresh(key) { return current }
+        let file = self.file
+        try await onQueue { try file.refresh() }
+        return try file.lookup(key)
+    }
+
+    public func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) async throws {
+        try await saveAll([(key: key, secret: secret, contentType: contentType)])
+    }
+
+    /// Saves every entry as one batch: one append and one `fdatasync`. Another process, or a
+    /// reopen after a crash, sees either the whole batch or none of it.
+    public func saveAll(_ entries: [(key: CredentialKey, secret: Data, contentType: SecretContentType)]) async throws {
+        guard !entries.isEmpty else { return }
+        for entry in entries where entry.secret.count > Self.maximumSecretSize {
+            throw VaultError(
+                .tooLarge,
+                "The secret for \(entry.key) is \(entry.secret.count) bytes; the encrypted file stores at most \(Self.maximumSecretSize) bytes per entry."
+            )
+        }
+        let changes = entries.map { VaultFile.Change.put($0.key, $0.secret) }
+        let file = self.file
+        _ = try await onQueue { try file.write(changes) }
+    }
+
+    @discardableResult
+    public func delete(_ key: CredentialKey) async throws -> Bool {
+        let file = self.file
+        return try await onQueue { try file.write([.delete(key)]) }[0]
+    }
+
+    public func keys(service: String?) async throws -> [CredentialKey] {
+        if let current = try file.keysIfFresh(service: service) { return current }
+        let file = self.file
+        try await onQueue { try file.refresh() }
+        return file.keys(service: service)
+    }
+
+    // MARK: Maintenance
+
+    /// Rewrites the file with only the live entries, now. Writes also compact on their own when
+    /// dead records outweigh live ones (see ``Options/compactionMinimumDeadBytes``).
+    public func compact() async throws {
+        let file = self.file
+        try await onQueue { try file.compact() }
+    }
+
+    /// Changes the key or passphrase: every entry is resealed under a new master key (new salt,
+    /// new file id) into a new file that replaces the old one atomically.
+    ///
+    /// Other processes that have the vault open get `authenticationFailed` on their next
+    /// operation and must reopen with the new key.
+    ///
+    /// - Parameters:
+    ///   - newSource: the new key file, passphrase file or passphrase. Its file must exist and be
+    ///     private (`0600`) unless ``Options/allowInsecurePermissions`` is set.
+    ///   - kdf: the Argon2id cost for a passphrase; `nil` means ``Options/kdf``.
+    public func rekey(to newSource: VaultConfiguration.KeySource, kdf: KDFParameters? = nil) async throws {
+        let file = self.file
+        let parameters = kdf ?? file.options.kdf
+        try await onQueue { try file.rekey(to: newSource, kdf: parameters) }
+    }
+
+    /// Counts for tests and tools: entries, records in the log, bytes in the file, live bytes.
+    var statistics: VaultFile.Statistics { file.statistics }
 }

@@ -1,6 +1,7 @@
 internal import CSodium
 
-/// libsodium's one-time initialisation, run before any other sodium call.
+/// libsodium, reached only through here: initialisation, randomness, BLAKE2b, subkeys, Argon2id
+/// and XChaCha20-Poly1305. C types stay inside this file and ``SecretBytes``.
 enum Sodium {
     private static let initialized: Bool = sodium_init() >= 0
 
@@ -9,5 +10,203 @@ enum Sodium {
         guard initialized else {
             throw VaultError(.io, "libsodium could not be initialised (no source of randomness).")
         }
+    }
+
+    // MARK: Sizes
+
+    /// XChaCha20-Poly1305 IETF key, nonce and tag sizes.
+    static let aeadKeyBytes = 32
+    static let aeadNonceBytes = 24
+    static let aeadTagBytes = 16
+    /// `crypto_kdf` master and subkey size, and the 8-byte context every TokenVault subkey uses.
+    static let kdfKeyBytes = 32
+    static let kdfContext: [CChar] = Array("TokVault".utf8).map { CChar(bitPattern: $0) }
+    /// Argon2id salt size (`crypto_pwhash_SALTBYTES`).
+    static let saltBytes = 16
+    /// `crypto_pwhash_ALG_ARGON2ID13`.
+    static var argon2id13: Int32 { crypto_pwhash_alg_argon2id13() }
+    static var opsLimitRange: ClosedRange<UInt64> {
+        UInt64(crypto_pwhash_opslimit_min())...UInt64(crypto_pwhash_opslimit_max())
+    }
+    static var memLimitRange: ClosedRange<UInt64> {
+        UInt64(crypto_pwhash_memlimit_min())...UInt64(crypto_pwhash_memlimit_max())
+    }
+
+    static func checkSizes() {
+        assert(crypto_aead_xchacha20poly1305_ietf_keybytes() == aeadKeyBytes)
+        assert(crypto_aead_xchacha20poly1305_ietf_npubbytes() == aeadNonceBytes)
+        assert(crypto_aead_xchacha20poly1305_ietf_abytes() == aeadTagBytes)
+        assert(crypto_kdf_keybytes() == kdfKeyBytes)
+        assert(crypto_kdf_contextbytes() == kdfContext.count)
+        assert(crypto_pwhash_saltbytes() == saltBytes)
+    }
+
+    // MARK: Randomness
+
+    /// Non-secret random bytes: salts, file ids, nonces.
+    static func randomBytes(_ count: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        bytes.withUnsafeMutableBytes { buffer in
+            if let base = buffer.baseAddress { randombytes_buf(base, buffer.count) }
+        }
+        return bytes
+    }
+
+    // MARK: Hashing and subkeys
+
+    /// BLAKE2b with a 32-byte output, keyed when `key` is given.
+    static func hash(_ input: UnsafeRawBufferPointer, key: SecretBytes? = nil) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        out.withUnsafeMutableBytes { output in
+            let run = { (keyBytes: UnsafeRawBufferPointer) in
+                _ = crypto_generichash(
+                    output.baseAddress!.assumingMemoryBound(to: UInt8.self), 32,
+                    input.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(input.count),
+                    keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), keyBytes.count)
+            }
+            if let key { key.withUnsafeBytes(run) } else { run(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        }
+        return out
+    }
+
+    static func hash(_ input: [UInt8], key: SecretBytes? = nil) -> [UInt8] {
+        input.withUnsafeBytes { hash($0, key: key) }
+    }
+
+    /// Subkey number `id` of `master` (`crypto_kdf_derive_from_key`, context `TokVault`).
+    static func deriveSubkey(from master: SecretBytes, id: UInt64) throws -> SecretBytes {
+        precondition(master.count == kdfKeyBytes)
+        return try SecretBytes(count: kdfKeyBytes) { (subkey) throws in
+            let status = master.withUnsafeBytes { masterBytes in
+                kdfContext.withUnsafeBufferPointer { context in
+                    crypto_kdf_derive_from_key(
+                        subkey.baseAddress!.assumingMemoryBound(to: UInt8.self), kdfKeyBytes, id,
+                        context.baseAddress!, masterBytes.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                }
+            }
+            guard status == 0 else { throw VaultError(.io, "libsodium could not derive a subkey.") }
+        }
+    }
+
+    /// Argon2id (`crypto_pwhash`, ALG_ARGON2ID13) of `passphrase` into a 32-byte master key.
+    static func argon2id(
+        passphrase: SecretBytes, salt: [UInt8], opsLimit: UInt64, memLimit: UInt64
+    ) throws -> SecretBytes {
+        precondition(salt.count == saltBytes)
+        return try SecretBytes(count: kdfKeyBytes) { (out) throws in
+            let status = passphrase.withUnsafeBytes { pass in
+                salt.withUnsafeBufferPointer { saltBytes in
+                    // A zero-length passphrase still needs a valid pointer.
+                    let empty: CChar = 0
+                    return withUnsafePointer(to: empty) { fallback in
+                        crypto_pwhash(
+                            out.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(kdfKeyBytes),
+                            pass.baseAddress?.assumingMemoryBound(to: CChar.self) ?? fallback, UInt64(pass.count),
+                            saltBytes.baseAddress!, opsLimit, Int(memLimit), argon2id13)
+                    }
+                }
+            }
+            guard status == 0 else {
+                throw VaultError(
+                    .io,
+                    "Argon2id could not run with \(memLimit / 1024) KiB of memory; the system may be short of memory.")
+            }
+        }
+    }
+
+    // MARK: AEAD
+
+    /// Seals `plaintext` with XChaCha20-Poly1305 IETF and a fresh random nonce, appending
+    /// `nonce ‖ ciphertext ‖ tag` to `output`.
+    static func seal(
+        _ plaintext: UnsafeRawBufferPointer, associatedData: [UInt8], key: SecretBytes, appendingTo output: inout [UInt8]
+    ) {
+        let start = output.count
+        let sealedCount = aeadNonceBytes + plaintext.count + aeadTagBytes
+        output.append(contentsOf: repeatElement(0, count: sealedCount))
+        output.withUnsafeMutableBytes { buffer in
+            let nonce = buffer.baseAddress! + start
+            randombytes_buf(nonce, aeadNonceBytes)
+            let cipher = nonce + aeadNonceBytes
+            var cipherLength: UInt64 = 0
+            key.withUnsafeBytes { keyBytes in
+                associatedData.withUnsafeBufferPointer { ad in
+                    _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
+                        cipher.assumingMemoryBound(to: UInt8.self), &cipherLength,
+                        plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(plaintext.count),
+                        ad.baseAddress, UInt64(ad.count), nil,
+                        nonce.assumingMemoryBound(to: UInt8.self),
+                        keyBytes.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                }
+            }
+            assert(Int(cipherLength) == plaintext.count + aeadTagBytes)
+        }
+    }
+
+    /// Opens `nonce ‖ ciphertext ‖ tag` into `plaintext` (which must hold at least
+    /// `sealed.count - 40` bytes). Returns the plaintext length, or `nil` if authentication fails.
+    static func open(
+        _ sealed: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer, key: SecretBytes,
+        into plaintext: UnsafeMutableRawBufferPointer
+    ) -> Int? {
+        guard sealed.count >= aeadNonceBytes + aeadTagBytes else { return nil }
+        let cipherCount = sealed.count - aeadNonceBytes
+        precondition(plaintext.count >= cipherCount - aeadTagBytes)
+        var length: UInt64 = 0
+        let status = key.withUnsafeBytes { keyBytes in
+            crypto_aead_xchacha20poly1305_ietf_decrypt(
+                plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), &length, nil,
+                (sealed.baseAddress! + aeadNonceBytes).assumingMemoryBound(to: UInt8.self), UInt64(cipherCount),
+                associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(associatedData.count),
+                sealed.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                keyBytes.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        }
+        return status == 0 ? Int(length) : nil
+    }
+
+    /// Constant-time comparison of two equal-length byte arrays.
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return a.withUnsafeBytes { x in b.withUnsafeBytes { y in sodium_memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 } }
+    }
+
+    /// Wipes ordinary memory that held a secret.
+    static func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
+        if let base = buffer.baseAddress, buffer.count > 0 { sodium_memzero(base, buffer.count) }
+    }
+
+    // MARK: Text encodings, decoded straight into secure memory
+
+    /// Decodes hex into `output`; returns the decoded length, or `nil` if it is not all hex.
+    static func hexDecode(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Int? {
+        var length = 0
+        var end: UnsafePointer<CChar>? = nil
+        let status = sodium_hex2bin(
+            output.baseAddress!.assumingMemoryBound(to: UInt8.self), output.count,
+            input.baseAddress!.assumingMemoryBound(to: CChar.self), input.count, nil, &length, &end)
+        guard status == 0, let end, end == input.baseAddress!.assumingMemoryBound(to: CChar.self) + input.count else {
+            return nil
+        }
+        return length
+    }
+
+    /// Decodes base64 (standard or URL-safe, padded or not) into `output`; `nil` if it is not base64.
+    static func base64Decode(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Int? {
+        let variants = [
+            sodium_base64_VARIANT_ORIGINAL, sodium_base64_VARIANT_ORIGINAL_NO_PADDING,
+            sodium_base64_VARIANT_URLSAFE, sodium_base64_VARIANT_URLSAFE_NO_PADDING,
+        ]
+        for variant in variants {
+            var length = 0
+            var end: UnsafePointer<CChar>? = nil
+            let status = sodium_base642bin(
+                output.baseAddress!.assumingMemoryBound(to: UInt8.self), output.count,
+                input.baseAddress!.assumingMemoryBound(to: CChar.self), input.count, nil, &length, &end,
+                Int32(variant))
+            if status == 0, let end, end == input.baseAddress!.assumingMemoryBound(to: CChar.self) + input.count {
+                return length
+            }
+        }
+        return nil
     }
 }

@@ -1,0 +1,127 @@
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
+/// Reads key files and passphrase files straight into secure memory, and turns a
+/// ``VaultConfiguration/KeySource`` into what unlocks a vault.
+enum KeyMaterial {
+    /// What a key source yields: a ready 32-byte master key, or a passphrase still to stretch.
+    enum Secret {
+        case key(SecretBytes)
+        case passphrase(SecretBytes)
+
+        var kind: VaultHeader.KeyKind {
+            switch self {
+            case .key: .keyFile
+            case .passphrase: .passphrase
+            }
+        }
+    }
+
+    /// The largest key or passphrase file read.
+    static let maximumFileSize = 64 * 1024
+
+    /// Loads the secret behind `source`, checking the file's permissions.
+    static func load(_ source: VaultConfiguration.KeySource, allowInsecurePermissions: Bool) throws -> Secret {
+        switch source {
+        case .keyFile(let path):
+            let raw = try readFile(path, what: "key file", allowInsecurePermissions: allowInsecurePermissions)
+            return .key(try parseKey(raw, path: path))
+        case .passphraseFile(let path):
+            let raw = try readFile(path, what: "passphrase file", allowInsecurePermissions: allowInsecurePermissions)
+            let passphrase = try raw.withUnsafeBytes { bytes in
+                try SecretBytes(copyingSecure: UnsafeRawBufferPointer(rebasing: bytes[..<trimmedLength(bytes, allWhitespace: false)]))
+            }
+            guard passphrase.count > 0 else {
+                throw VaultError(.invalidInput, "The passphrase file \(path) is empty.")
+            }
+            return .passphrase(passphrase)
+        case .passphrase(let passphrase):
+            guard passphrase.count > 0 else {
+                throw VaultError(.invalidInput, "The passphrase is empty.")
+            }
+            return .passphrase(passphrase)
+        }
+    }
+
+    /// Reads a whole key or passphrase file (a regular file, or a pipe such as `<(…)`) into secure memory.
+    static func readFile(_ path: String, what: String, allowInsecurePermissions: Bool) throws -> SecretBytes {
+        let fd = try Posix.open(path, flags: O_RDONLY, role: .keyFile)
+        defer { Posix.close(fd) }
+        let status = try Posix.fstat(fd, path: path)
+        if status.isRegularFile {
+            if status.groupOrOtherBits != 0 && !allowInsecurePermissions {
+                throw VaultError(
+                    .insecurePermissions,
+                    "The \(what) \(path) can be read or written by group or others (mode \(octal(status.permissionBits))). Run `chmod 600 \(path)`, or allow insecure permissions explicitly."
+                )
+            }
+            guard status.size <= Int64(maximumFileSize) else {
+                throw VaultError(.invalidInput, "The \(what) \(path) is larger than \(maximumFileSize / 1024) KiB; it is not a \(what).")
+            }
+        }
+        let scratch = try SecureBuffer(capacity: maximumFileSize + 1)
+        return try scratch.withBytes(count: maximumFileSize + 1) { buffer in
+            var total = 0
+            while total < buffer.count {
+                let n = try Posix.call("read", path: path, role: .keyFile) {
+                    Glibc.read(fd, buffer.baseAddress! + total, buffer.count - total)
+                }
+                if n == 0 { break }
+                total += n
+            }
+            guard total <= maximumFileSize else {
+                throw VaultError(.invalidInput, "The \(what) \(path) is larger than \(maximumFileSize / 1024) KiB; it is not a \(what).")
+            }
+            return try SecretBytes(copyingSecure: UnsafeRawBufferPointer(rebasing: buffer[..<total]))
+        }
+    }
+
+    /// The length of `bytes` without one trailing newline (`\n` or `\r\n`), or without all
+    /// trailing whitespace when `allWhitespace` is set.
+    static func trimmedLength(_ bytes: UnsafeRawBufferPointer, allWhitespace: Bool) -> Int {
+        var end = bytes.count
+        if allWhitespace {
+            while end > 0, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[end - 1]) { end -= 1 }
+            return end
+        }
+        if end > 0, bytes[end - 1] == 0x0A {
+            end -= 1
+            if end > 0, bytes[end - 1] == 0x0D { end -= 1 }
+        }
+        return end
+    }
+
+    /// A 32-byte key from a key file's content: 32 raw bytes (one trailing newline allowed),
+    /// 64 hex digits, or base64 (standard or URL-safe, padded or not).
+    static func parseKey(_ raw: SecretBytes, path: String) throws -> SecretBytes {
+        let keyBytes = Sodium.kdfKeyBytes
+        return try raw.withUnsafeBytes { bytes in
+            if bytes.count == keyBytes || (bytes.count == keyBytes + 1 && bytes[keyBytes] == 0x0A) {
+                return try SecretBytes(copyingSecure: UnsafeRawBufferPointer(rebasing: bytes[..<keyBytes]))
+            }
+            let text = UnsafeRawBufferPointer(rebasing: bytes[..<trimmedLength(bytes, allWhitespace: true)])
+            if text.count > 0 {
+                let scratch = try SecureBuffer(capacity: text.count)
+                let key: SecretBytes? = try scratch.withBytes(count: text.count) { output in
+                    if text.count == 2 * keyBytes, Sodium.hexDecode(text, into: output) == keyBytes {
+                        return try SecretBytes(copyingSecure: UnsafeRawBufferPointer(rebasing: output[..<keyBytes]))
+                    }
+                    if (43...44).contains(text.count), Sodium.base64Decode(text, into: output) == keyBytes {
+                        return try SecretBytes(copyingSecure: UnsafeRawBufferPointer(rebasing: output[..<keyBytes]))
+                    }
+                    return nil
+                }
+                if let key { return key }
+            }
+            throw VaultError(
+                .invalidInput,
+                "The key file \(path) does not hold a 32-byte key: it must hold 32 raw bytes (`head -c 32 /dev/urandom`), 64 hex digits, or the base64 of 32 bytes."
+            )
+        }
+    }
+
+    static func octal(_ mode: UInt32) -> String {
+        "0" + String(mode, radix: 8)
+    }
+}

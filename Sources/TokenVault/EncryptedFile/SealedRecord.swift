@@ -1,0 +1,147 @@
+/// One record of the log as kept in memory: its whole frame, still sealed, and its sequence number.
+///
+/// A frame on disk is
+///
+/// ```
+/// off len field
+///   0   4 L: length of what follows the 8-byte frame header, u32 LE (nonce + ciphertext + tag)
+///   4   4 ~L: the bitwise complement of L, so a damaged length is told apart from a torn tail
+///   8  24 XChaCha20-Poly1305 nonce, random
+///  32 L-40 ciphertext
+/// L-8 16 Poly1305 tag
+/// ```
+///
+/// sealed with the record subkey and the associated data `"TVR1" ‖ file id ‖ sequence (u64 LE) ‖ L ‖ ~L`.
+/// The plaintext is
+///
+/// ```
+///   0   1 operation: 1 put, 2 delete; bit 0x80 set when more records of the same batch follow
+///   1   2 service length S, u16 LE
+///   3   2 account length A, u16 LE
+///   5   4 secret length N, u32 LE (0 for a delete)
+///   9   S service, UTF-8 (NFC)
+/// 9+S   A account, UTF-8 (NFC)
+/// 9+S+A N secret
+/// ```
+struct SealedRecord {
+    enum Operation: UInt8 {
+        case put = 1
+        case delete = 2
+    }
+
+    static let batchContinues: UInt8 = 0x80
+    static let frameHeaderLength = 8
+    static let plaintextHeaderLength = 9
+    /// Frame header, nonce and tag.
+    static let overhead = frameHeaderLength + Sodium.aeadNonceBytes + Sodium.aeadTagBytes
+    /// The largest secret the file backend stores.
+    static let maximumSecretSize = 4 * 1024 * 1024
+    static let minimumSealedLength = Sodium.aeadNonceBytes + plaintextHeaderLength + 2 + Sodium.aeadTagBytes
+    static let maximumSealedLength =
+        Sodium.aeadNonceBytes + plaintextHeaderLength + 2 * CredentialKey.maximumPartLength + maximumSecretSize
+        + Sodium.aeadTagBytes
+
+    /// The record's place in the log: its index since the file's header.
+    let sequence: UInt64
+    /// The frame as on disk: length, complement, nonce, ciphertext and tag.
+    let frame: [UInt8]
+
+    /// The plaintext length of a frame of `frameCount` bytes.
+    static func plaintextCount(frameCount: Int) -> Int { frameCount - overhead }
+
+    /// The associated data that binds a record to its vault file and to its place in it:
+    /// `"TVR1" ‖ file id (16) ‖ sequence (u64 LE) ‖ frame header (8)`.
+    static func associatedData(fileID: [UInt8], sequence: UInt64, frameHeader: UnsafeRawBufferPointer) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: associatedDataLength) { buffer, count in
+            writeAssociatedData(
+                fileID: fileID, sequence: sequence, frameHeader: frameHeader, into: UnsafeMutableRawBufferPointer(buffer))
+            count = associatedDataLength
+        }
+    }
+
+    static let associatedDataLength = 4 + 16 + 8 + frameHeaderLength
+
+    static func writeAssociatedData(
+        fileID: [UInt8], sequence: UInt64, frameHeader: UnsafeRawBufferPointer, into ad: UnsafeMutableRawBufferPointer
+    ) {
+        precondition(ad.count == associatedDataLength && fileID.count == 16 && frameHeader.count == frameHeaderLength)
+        ad.storeBytes(of: UInt32(0x3152_5654).littleEndian, toByteOffset: 0, as: UInt32.self)  // "TVR1"
+        fileID.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: ad[4..<20]).copyMemory(from: $0) }
+        ad.storeBytes(of: sequence.littleEndian, toByteOffset: 20, as: UInt64.self)
+        UnsafeMutableRawBufferPointer(rebasing: ad[28..<36]).copyMemory(from: frameHeader)
+    }
+
+    /// Where the secret lies in an opened plaintext, without decoding the names.
+    static func secretRange(_ plaintext: UnsafeRawBufferPointer) -> Range<Int>? {
+        guard plaintext.count >= plaintextHeaderLength else { return nil }
+        let serviceCount = Int(UInt16(littleEndian: plaintext.loadUnaligned(fromByteOffset: 1, as: UInt16.self)))
+        let accountCount = Int(UInt16(littleEndian: plaintext.loadUnaligned(fromByteOffset: 3, as: UInt16.self)))
+        let secretStart = plaintextHeaderLength + serviceCount + accountCount
+        guard secretStart <= plaintext.count else { return nil }
+        return secretStart..<plaintext.count
+    }
+
+    /// Writes the plaintext of a record into `buffer`, which holds exactly `plaintextCount(...)` bytes.
+    static func encodePlaintext(
+        operation: Operation, continues: Bool, key: CredentialKey, secret: UnsafeRawBufferPointer,
+        into buffer: UnsafeMutableRawBufferPointer
+    ) {
+        let service = Array(key.service.utf8)
+        let account = Array(key.account.utf8)
+        buffer[0] = operation.rawValue | (continues ? batchContinues : 0)
+        buffer.storeBytes(of: UInt16(service.count).littleEndian, toByteOffset: 1, as: UInt16.self)
+        buffer.storeBytes(of: UInt16(account.count).littleEndian, toByteOffset: 3, as: UInt16.self)
+        buffer.storeBytes(of: UInt32(secret.count).littleEndian, toByteOffset: 5, as: UInt32.self)
+        var offset = plaintextHeaderLength
+        for part in [service, account] {
+            part.withUnsafeBytes { bytes in
+                UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<offset + bytes.count]).copyMemory(from: bytes)
+            }
+            offset += part.count
+        }
+        if secret.count > 0 {
+            UnsafeMutableRawBufferPointer(rebasing: buffer[offset...]).copyMemory(from: secret)
+        }
+    }
+
+    static func plaintextCount(key: CredentialKey, secretCount: Int) -> Int {
+        plaintextHeaderLength + key.service.utf8.count + key.account.utf8.count + secretCount
+    }
+
+    /// The parts of an opened plaintext, or `nil` if its structure is invalid.
+    struct Opened {
+        var operation: Operation
+        var continues: Bool
+        var key: CredentialKey
+        /// Where the secret lies in the plaintext.
+        var secretRange: Range<Int>
+    }
+
+    static func decodePlaintext(_ plaintext: UnsafeRawBufferPointer) -> Opened? {
+        guard plaintext.count >= plaintextHeaderLength,
+            let operation = Operation(rawValue: plaintext[0] & ~batchContinues)
+        else { return nil }
+        let serviceCount = Int(UInt16(littleEndian: plaintext.loadUnaligned(fromByteOffset: 1, as: UInt16.self)))
+        let accountCount = Int(UInt16(littleEndian: plaintext.loadUnaligned(fromByteOffset: 3, as: UInt16.self)))
+        let secretCount = Int(UInt32(littleEndian: plaintext.loadUnaligned(fromByteOffset: 5, as: UInt32.self)))
+        let secretStart = plaintextHeaderLength + serviceCount + accountCount
+        guard serviceCount > 0, accountCount > 0, secretStart + secretCount == plaintext.count,
+            operation == .put || secretCount == 0
+        else { return nil }
+        let service = String(decoding: plaintext[plaintextHeaderLength..<plaintextHeaderLength + serviceCount], as: UTF8.self)
+        let account = String(decoding: plaintext[plaintextHeaderLength + serviceCount..<secretStart], as: UTF8.self)
+        return Opened(
+            operation: operation, continues: plaintext[0] & batchContinues != 0,
+            key: CredentialKey(trustedService: service, account: account),
+            secretRange: secretStart..<plaintext.count)
+    }
+}
+
+extension CredentialKey {
+    /// A key read back from an authenticated record: it was validated and normalised when it
+    /// was written, so it is not checked again (this keeps opening a large vault fast).
+    init(trustedService service: String, account: String) {
+        self.service = service
+        self.account = account
+    }
+}
