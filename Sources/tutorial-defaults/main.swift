@@ -4,6 +4,8 @@
 //
 //     tutorial-defaults write SHAPE DOMAIN     < two lines: access token, refresh token
 //     tutorial-defaults migrate SHAPE DOMAIN   < the same; then migrates the suite in-process
+//     tutorial-defaults migrate-plist PATH      migrates PATH into a memory vault and reports
+//                                               (used to test failures under real permissions)
 //
 // SHAPE is `strings` (accessToken + refreshToken), `model` (a JSON-encoded
 // `TokenModel {access, refresh}` under `token`) or `mixed` (the strings plus unrelated keys,
@@ -23,6 +25,25 @@ func fail(_ message: String) -> Never {
 }
 
 let arguments = CommandLine.arguments.dropFirst()
+
+if arguments.count == 2, arguments.first == "migrate-plist" {
+    // Migrates into a memory vault and prints what the vault holds afterwards, success or not.
+    let vault = Vault(store: MemoryStore())
+    var summary: [String: Any] = [:]
+    var status: Int32 = 0
+    do {
+        let report = try await vault.migrateDefaults(
+            plistAt: URL(fileURLWithPath: arguments.last!), options: MigrationOptions(removeSource: true))
+        summary["source_rewritten"] = report.sourceRewritten
+    } catch let error as VaultError {
+        summary["error"] = "\(error.code)"
+        summary["message"] = error.message
+        status = 1
+    }
+    summary["vault_keys"] = try await vault.keys().map(\.description)
+    FileHandle.standardOutput.write(try JSONSerialization.data(withJSONObject: summary, options: [.sortedKeys]))
+    exit(status)
+}
 guard arguments.count == 3, let mode = arguments.first, ["write", "migrate"].contains(mode) else {
     fail("usage: tutorial-defaults write|migrate strings|model|mixed DOMAIN < tokens")
 }

@@ -42,7 +42,7 @@ struct TokenDetector {
         let n = normalized(name)
         guard !n.isEmpty else { return nil }
         if disqualifyingParts.contains(where: { n.contains($0) }) { return nil }
-        if disqualifyingPrefixes.contains(where: { n.hasPrefix($0) && n != $0 && !n.hasPrefix("\($0)token") }) {
+        if disqualifyingPrefixes.contains(where: { n.hasPrefix($0) && n != $0 }) {
             // `isLoggedIn`, `hasToken`: flags, not tokens. (`idToken` does not start with these.)
             return nil
         }
