@@ -197,7 +197,7 @@ struct TokenDetector {
                 items.append(
                     .init(
                         key: name, role: .notAToken, value: Self.describe(value), fate: .leftAlone,
-                        note: "its value (\(Self.describe(value))) is not a token"))
+                        note: "the value is not a token"))
             }
         }
         if let explicit {
