@@ -46,14 +46,20 @@ let package = Package(
             name: "vault-file-stress",
             dependencies: ["TokenVault"]
         ),
+        // Writes the token shapes that OAuth tutorials leave in UserDefaults, with Foundation's
+        // own UserDefaults, for the migration tests and Scripts/demo. Not a product.
+        .executableTarget(
+            name: "tutorial-defaults",
+            dependencies: ["TokenVault"]
+        ),
         .testTarget(
             name: "TokenVaultTests",
-            dependencies: ["TokenVault"],
+            dependencies: ["TokenVault", "tutorial-defaults", "vault-file-stress"],
             resources: [.copy("Fixtures")]
         ),
         .testTarget(
             name: "vaultTests",
-            dependencies: ["TokenVault", "vault"]
+            dependencies: ["TokenVault", "vault", "tutorial-defaults"]
         ),
     ]
 )

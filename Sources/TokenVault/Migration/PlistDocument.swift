@@ -1,0 +1,94 @@
+import Foundation
+
+#if canImport(Glibc)
+    internal import Glibc
+#elseif canImport(Darwin)
+    internal import Darwin
+#endif
+
+/// A defaults plist as read from disk: its exact bytes, format, top-level dictionary and file
+/// attributes, so that it can be rewritten without some keys and otherwise exactly as it was.
+struct PlistDocument {
+    /// Defaults plists are small; anything past this is not one.
+    static let maximumSize = 32 << 20
+
+    /// The file, with symbolic links resolved (so a rewrite replaces the real file, not the link).
+    let path: String
+    let bytes: Data
+    let format: PropertyListSerialization.PropertyListFormat
+    let dictionary: [String: Any]
+    let mode: mode_t
+    let owner: uid_t
+    let group: gid_t
+
+    var formatName: String {
+        switch format {
+        case .xml: "xml"
+        case .binary: "binary"
+        case .openStep: "openstep"
+        @unknown default: "unknown"
+        }
+    }
+
+    /// Reads and parses the plist at `url`.
+    /// - Throws: `notFound` if it does not exist, `permissionDenied` if it cannot be read,
+    ///   `invalidInput` if it is not a plist or its top level is not a dictionary.
+    static func read(_ url: URL) throws -> PlistDocument {
+        let path = url.resolvingSymlinksInPath().path
+        let (bytes, info) = try PlistSyscall.readFile(path, limit: maximumSize)
+        var format = PropertyListSerialization.PropertyListFormat.xml
+        let root: Any
+        do {
+            root = try PropertyListSerialization.propertyList(from: bytes, options: [], format: &format)
+        } catch {
+            // The parser's message may quote the file's contents, so it is not passed on.
+            throw VaultError(.invalidInput, "\(path) is not a readable property list (it may be corrupt); nothing was changed.")
+        }
+        guard let dictionary = root as? [String: Any] else {
+            throw VaultError(.invalidInput, "\(path) is a property list, but its top level is not a dictionary; nothing was changed.")
+        }
+        return PlistDocument(
+            path: path, bytes: bytes, format: format, dictionary: dictionary,
+            mode: info.st_mode, owner: info.st_uid, group: info.st_gid
+        )
+    }
+
+    /// The plist serialized in its own format without `removedKeys`, checked to parse back to
+    /// exactly the remaining keys and values.
+    func serialized(without removedKeys: Set<String>) throws -> Data {
+        guard format == .xml || format == .binary else {
+            throw VaultError(.invalidInput, "\(path) is an old OpenStep-format plist, which cannot be rewritten in its own format.")
+        }
+        let remaining = dictionary.filter { !removedKeys.contains($0.key) }
+        let data: Data
+        do {
+            data = try PropertyListSerialization.data(fromPropertyList: remaining, format: format, options: 0)
+        } catch {
+            throw VaultError(.io, "Could not serialize the rewritten \(path); nothing was changed.")
+        }
+        var format = format
+        guard
+            let reparsed = try? PropertyListSerialization.propertyList(from: data, options: [], format: &format)
+                as? [String: Any],
+            format == self.format,
+            NSDictionary(dictionary: reparsed).isEqual(to: remaining)
+        else {
+            throw VaultError(.io, "The rewritten \(path) did not read back as the original less the migrated keys; nothing was changed.")
+        }
+        return data
+    }
+
+    /// Replaces the file with `data` atomically, keeping its permissions, owner and group.
+    /// Refuses if the file changed on disk since it was read (an app may be writing it).
+    func replace(with data: Data) throws {
+        try PlistSyscall.replaceAtomically(path, with: data, mode: mode, owner: owner, group: group) {
+            let current = try PlistSyscall.readFile(path, limit: Self.maximumSize).data
+            guard current == bytes else {
+                throw VaultError(
+                    .io,
+                    "\(path) changed while the migration ran (is the app that owns it running?); it was left as it is now."
+                )
+            }
+        }
+    }
+}

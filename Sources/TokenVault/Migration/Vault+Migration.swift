@@ -1,0 +1,159 @@
+public import Foundation
+import Logging
+
+extension Vault {
+    /// Moves the OAuth tokens that an app left in a plain defaults plist into this vault.
+    ///
+    /// It is all or nothing, in this order:
+    /// 1. read the plist and find the token values (see <doc:Migrating>); nothing found means
+    ///    nothing changes;
+    /// 2. refuse if the vault already holds a different token under the target key, unless
+    ///    ``MigrationOptions/overwrite``;
+    /// 3. write the token;
+    /// 4. read it back and compare the bytes;
+    /// 5. only then, if ``MigrationOptions/removeSource``, rewrite the plist without the migrated
+    ///    keys: atomically, in the same format (XML or binary), with the same permissions, owner
+    ///    and every other key and value.
+    ///
+    /// If a step fails, the vault entries written are restored to what they were, the plist is
+    /// untouched, and the error is thrown. A dry run stops after step 2 and reports the plan.
+    /// Running the migration again after it succeeded finds nothing and changes nothing.
+    ///
+    /// - Returns: A report naming each key found and what became of it, with values redacted.
+    /// - Throws: ``VaultError``: `notFound` for a missing plist; `invalidInput` for a plist that
+    ///   is corrupt, not a dictionary, or holds tokens that cannot be grouped unambiguously;
+    ///   `alreadyExists` for a different token in the vault; `permissionDenied`, `io` or
+    ///   `diskFull` when the plist cannot be rewritten; and any error of the store.
+    public func migrateDefaults(plistAt url: URL, options: MigrationOptions) async throws -> MigrationReport {
+        let service = options.service ?? url.deletingPathExtension().lastPathComponent
+        return try await DefaultsMigration(vault: self, options: options, service: service).run(url)
+    }
+
+    /// Migrates the defaults suite `suiteName`, reading the plist where `UserDefaults` keeps it
+    /// on this platform (``DefaultsLocation``). The default service is the suite name.
+    ///
+    /// Call this at start-up before the app reads the suite through `UserDefaults`. If this
+    /// process has already loaded the suite, its cached copy still holds the tokens; after the
+    /// plist is rewritten they are also removed from that cache, so that it cannot write them back.
+    public func migrateDefaults(
+        suiteName: String, options: MigrationOptions,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async throws -> MigrationReport {
+        let url = try DefaultsLocation.plistURL(forDomain: suiteName, environment: environment)
+        var options = options
+        if options.service == nil { options.service = suiteName }
+        let report = try await migrateDefaults(plistAt: url, options: options)
+        if report.sourceRewritten, let defaults = UserDefaults(suiteName: suiteName) {
+            for item in report.items where item.fate == .migrated || item.fate == .alreadyInVault {
+                if defaults.object(forKey: item.key) != nil {
+                    defaults.removeObject(forKey: item.key)
+                }
+            }
+        }
+        return report
+    }
+}
+
+/// The migration engine behind ``Vault/migrateDefaults(plistAt:options:)``.
+struct DefaultsMigration {
+    let vault: Vault
+    let options: MigrationOptions
+    let service: String
+
+    static let warnings = [
+        "An app that still has this defaults domain open may write its cached copy of the tokens back; quit it first, and run the migration again afterwards to check.",
+        "Copies of the old plist may remain in backups, snapshots or synced folders; revoke the tokens if that matters.",
+    ]
+
+    func run(_ url: URL) async throws -> MigrationReport {
+        // 1. Read and validate everything.
+        let entry = try CredentialKey(service: service, account: options.account)
+        let document = try PlistDocument.read(url)
+        let detection = try TokenDetector(now: Date()).detect(in: document.dictionary, only: options.keys, entry: entry)
+        var report = MigrationReport(
+            source: document.path, format: document.formatName, dryRun: options.dryRun, sourceRewritten: false,
+            items: detection.items, entries: [], untouchedKeys: detection.untouchedKeys, warnings: [])
+        guard let group = detection.groups.first else {
+            vault.logger.debug("defaults migration found no tokens", metadata: ["plist": "\(document.path)"])
+            return report
+        }
+        report.entries = [entry]
+        report.warnings = Self.warnings
+
+        // 2. Refuse to replace a different token unless told to.
+        let previous = try await vault.store.load(entry)
+        var alreadyThere = false
+        if let previous {
+            let existing = try? OAuthToken(storedForm: previous)
+            if let existing, existing.accessToken == group.token.accessToken,
+                existing.refreshToken == group.token.refreshToken, existing.idToken == group.token.idToken
+            {
+                alreadyThere = true
+            } else if !options.overwrite {
+                throw VaultError(
+                    .alreadyExists,
+                    "The vault already holds a different entry for \(entry); nothing was changed. Use overwrite (--overwrite) to replace it."
+                )
+            }
+        }
+        if options.dryRun {
+            if alreadyThere { report.mark(group.keys, .alreadyInVault) }
+            return report
+        }
+
+        // 3. Write, and 4. read back and compare.
+        var wrote = false
+        do {
+            if !alreadyThere {
+                let stored = try group.token.storedForm()
+                wrote = true
+                try await vault.store.save(stored, for: entry, contentType: .json)
+                guard let readBack = try await vault.store.load(entry), readBack == stored else {
+                    throw VaultError(
+                        .integrityFailure, "The token written to \(entry) did not read back the same; nothing was migrated.")
+                }
+            }
+            // 5. Only then rewrite the plist without the migrated keys.
+            if options.removeSource {
+                let data = try document.serialized(without: Set(group.keys))
+                try document.replace(with: data)
+                report.sourceRewritten = true
+            }
+        } catch {
+            if wrote {
+                try await rollBack(entry, to: previous, after: error)
+            }
+            throw error
+        }
+        report.mark(group.keys, alreadyThere ? .alreadyInVault : (options.removeSource ? .migrated : .copied))
+        vault.logger.info(
+            "migrated defaults tokens", metadata: ["plist": "\(document.path)", "entry": "\(entry)", "keys": "\(group.keys)"])
+        return report
+    }
+
+    /// Puts `entry` back as it was before the migration wrote it.
+    private func rollBack(_ entry: CredentialKey, to previous: Data?, after error: any Error) async throws {
+        do {
+            if let previous {
+                try await vault.store.save(previous, for: entry, contentType: .json)
+            } else {
+                try await vault.store.delete(entry)
+            }
+        } catch let rollbackError {
+            let reason = (error as? VaultError)?.message ?? "\(type(of: error))"
+            throw VaultError(
+                (error as? VaultError)?.code ?? .io,
+                "\(reason) Restoring \(entry) in the vault also failed (\((rollbackError as? VaultError)?.message ?? "\(type(of: rollbackError))")); check it with `vault get`.",
+                underlying: rollbackError
+            )
+        }
+    }
+}
+
+extension MigrationReport {
+    fileprivate mutating func mark(_ keys: [String], _ fate: Fate) {
+        for index in items.indices where keys.contains(items[index].key) {
+            items[index].fate = fate
+        }
+    }
+}

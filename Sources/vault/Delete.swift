@@ -1,0 +1,20 @@
+import ArgumentParser
+import TokenVault
+
+extension VaultCommand {
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove a stored entry.")
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var entry: EntryArguments
+
+        func run() async throws {
+            let key = try entry.key()
+            let vault = try await global.openVault()
+            guard try await vault.deleteSecret(for: key) else {
+                throw VaultError(.notFound, "No entry is stored for \(key).")
+            }
+            Output.note("Deleted \(key).")
+        }
+    }
+}

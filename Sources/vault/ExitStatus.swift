@@ -1,0 +1,37 @@
+import TokenVault
+
+/// The exit codes of `vault`, and the one mapping from ``VaultError/Code-swift.struct`` to them.
+enum ExitStatus {
+    static let ok: Int32 = 0
+    static let other: Int32 = 1
+    static let notFound: Int32 = 2
+    static let expired: Int32 = 3
+    static let authenticationFailed: Int32 = 4
+    static let integrityFailure: Int32 = 5
+    static let unavailable: Int32 = 6
+    /// ArgumentParser's own code for usage and validation errors (EX_USAGE).
+    static let usage: Int32 = 64
+
+    static func code(for code: VaultError.Code) -> Int32 {
+        switch code {
+        case .notFound: notFound
+        case .expired: expired
+        case .authenticationFailed: authenticationFailed
+        case .integrityFailure, .notAVault, .truncated, .unsupportedVersion, .emptyFile: integrityFailure
+        case .backendUnavailable, .locked, .keyFileMissing, .timeout: unavailable
+        default: other
+        }
+    }
+
+    static let helpTable = """
+        EXIT CODES:
+          0   ok
+          1   other error (bad input, permission denied, entry already exists)
+          2   not found (no such entry, plist or vault file)
+          3   the token has expired (vault get without --allow-expired)
+          4   authentication failed (wrong key or passphrase)
+          5   integrity failure (vault file tampered with, corrupt or unreadable)
+          6   backend unavailable or locked (no Secret Service, no key or key file)
+          64  usage error
+        """
+}

@@ -1,0 +1,55 @@
+import ArgumentParser
+import Foundation
+import TokenVault
+
+extension VaultCommand {
+    struct Get: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print a stored access token.",
+            discussion: """
+                Prints the access token alone, so that this works:
+
+                  curl -H "Authorization: Bearer $(vault get github)" https://api.github.com/user
+
+                A token that has expired, or expires within 60 seconds, exits with code 3 and prints \
+                nothing, unless --allow-expired is given.
+                """
+        )
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var entry: EntryArguments
+
+        @Flag(help: "Print the whole token as JSON, with RFC 6749 field names, expires_at and expired.")
+        var json = false
+
+        @Flag(help: "Print the token even if it has expired.")
+        var allowExpired = false
+
+        func run() async throws {
+            let key = try entry.key()
+            let vault = try await global.openVault()
+            guard let token = try await vault.token(for: key) else {
+                throw VaultError(.notFound, "No token is stored for \(key).")
+            }
+            let expired = token.isExpired()
+            if expired && !allowExpired {
+                let when = token.expiresAt.map { " at \(Output.timestamp($0))" } ?? ""
+                throw VaultError(
+                    .expired, "The token for \(key) expired\(when); refresh it, or use --allow-expired to print it anyway.")
+            }
+            guard json else {
+                Output.line(token.accessToken)
+                return
+            }
+            try Output.json([
+                "access_token": token.accessToken,
+                "token_type": token.tokenType,
+                "refresh_token": token.refreshToken ?? NSNull(),
+                "scope": token.scope ?? NSNull(),
+                "id_token": token.idToken ?? NSNull(),
+                "expires_at": token.expiresAt.map(Output.timestamp) ?? NSNull(),
+                "expired": expired,
+            ] as [String: Any])
+        }
+    }
+}

@@ -1,0 +1,127 @@
+import ArgumentParser
+import Foundation
+import TokenVault
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The options every subcommand takes: which backend, and for the encrypted file, where it is
+/// and how to unlock it. Each falls back to its environment variable.
+struct GlobalOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "auto, secret-service or file (env TOKEN_VAULT_BACKEND; default auto).", valueName: "backend"))
+    var backend: String?
+
+    @Option(help: ArgumentHelp(
+        "The encrypted vault file (env TOKEN_VAULT_FILE; default $XDG_DATA_HOME/token-vault/tokens.vault).",
+        valueName: "path"), completion: .file())
+    var file: String?
+
+    @Option(help: ArgumentHelp(
+        "A file holding the file vault's 32-byte key (env TOKEN_VAULT_KEY_FILE).", valueName: "path"), completion: .file())
+    var keyFile: String?
+
+    @Option(help: ArgumentHelp(
+        "A file holding the file vault's passphrase (env TOKEN_VAULT_PASSPHRASE_FILE).", valueName: "path"),
+        completion: .file())
+    var passphraseFile: String?
+
+    func validate() throws {
+        _ = try configuration()
+    }
+
+    /// The configuration from the environment, with these options taking precedence.
+    func configuration(
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> VaultConfiguration {
+        if keyFile != nil && passphraseFile != nil {
+            throw ValidationError("Give --key-file or --passphrase-file, not both.")
+        }
+        var environment = environment
+        if keyFile != nil || passphraseFile != nil {
+            // An option replaces whichever kind of key the environment names.
+            environment["TOKEN_VAULT_KEY_FILE"] = nil
+            environment["TOKEN_VAULT_PASSPHRASE_FILE"] = nil
+        }
+        var configuration: VaultConfiguration
+        do {
+            configuration = try VaultConfiguration.fromEnvironment(environment)
+        } catch let error as VaultError {
+            throw ValidationError(error.message)
+        }
+        if let backend {
+            guard let chosen = VaultConfiguration.Backend(rawValue: backend), chosen != .memory else {
+                throw ValidationError("--backend must be auto, secret-service or file; it is '\(backend)'.")
+            }
+            configuration.backend = chosen
+        }
+        if let file {
+            guard !file.isEmpty else { throw ValidationError("--file must not be empty.") }
+            configuration.filePath = file
+        }
+        if let keyFile { configuration.keySource = .keyFile(keyFile) }
+        if let passphraseFile { configuration.keySource = .passphraseFile(passphraseFile) }
+        return configuration
+    }
+
+    /// Opens the vault. When the encrypted file will be used, no key was given and there is a
+    /// terminal, asks for the passphrase there with echo off (twice when creating the file).
+    func openVault() async throws -> Vault {
+        var configuration = try configuration()
+        if configuration.keySource == nil, try await usesFile(configuration),
+            let terminal = Terminal.openControllingTerminal()
+        {
+            defer { _ = close(terminal) }
+            configuration.keySource = .passphrase(try askPassphrase(for: configuration.resolvedFilePath, terminal: terminal))
+        }
+        return try await Vault.open(configuration)
+    }
+
+    private func usesFile(_ configuration: VaultConfiguration) async throws -> Bool {
+        switch configuration.backend {
+        case .file: return true
+        case .auto: return await SecretServiceStore.probe(timeout: configuration.probeTimeout).outcome != .available
+        case .secretService, .memory: return false
+        }
+    }
+
+    private func askPassphrase(for path: String, terminal: Int32) throws -> SecretBytes {
+        let creating = !FileManager.default.fileExists(atPath: path)
+        let passphrase = try Terminal.readSecret(
+            prompt: creating ? "New passphrase for \(path): " : "Passphrase for \(path): ", input: terminal, output: terminal)
+        guard passphrase.count > 0 else {
+            throw VaultError(.invalidInput, "The passphrase must not be empty.")
+        }
+        if creating {
+            let again = try Terminal.readSecret(prompt: "Repeat the passphrase: ", input: terminal, output: terminal)
+            guard again == passphrase else {
+                throw VaultError(.invalidInput, "The two passphrases differ; nothing was created.")
+            }
+        }
+        return passphrase
+    }
+}
+
+/// The service and account arguments of `set`, `get` and `delete`.
+struct EntryArguments: ParsableArguments {
+    @Argument(help: "The service, such as github.")
+    var service: String
+
+    @Argument(help: "The account within the service.")
+    var account: String = CredentialKey.defaultAccount
+
+    func validate() throws {
+        _ = try key()
+    }
+
+    func key() throws -> CredentialKey {
+        do {
+            return try CredentialKey(service: service, account: account)
+        } catch let error as VaultError {
+            throw ValidationError(error.message)
+        }
+    }
+}

@@ -1,0 +1,58 @@
+import ArgumentParser
+import Foundation
+import TokenVault
+
+extension VaultCommand {
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the stored entries: service, account and expiry, never a secret."
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        @Argument(help: "Only the entries of this service.")
+        var service: String?
+
+        @Flag(help: "Print a JSON array of {service, account, expires_at, expired}.")
+        var json = false
+
+        func run() async throws {
+            let vault = try await global.openVault()
+            var rows: [(key: CredentialKey, expiresAt: Date?, expired: Bool, isToken: Bool)] = []
+            for key in try await vault.keys(service: service) {
+                // An entry that is not a token (an opaque secret) is listed without an expiry.
+                let token: OAuthToken?
+                do {
+                    token = try await vault.token(for: key)
+                } catch let error as VaultError where error.code == .invalidInput {
+                    token = nil
+                }
+                rows.append((key, token?.expiresAt, token?.isExpired() ?? false, token != nil))
+            }
+            if json {
+                try Output.json(
+                    rows.map {
+                        [
+                            "service": $0.key.service, "account": $0.key.account,
+                            "expires_at": $0.expiresAt.map(Output.timestamp) ?? NSNull(), "expired": $0.expired,
+                            "kind": $0.isToken ? "token" : "secret",
+                        ] as [String: Any]
+                    })
+                return
+            }
+            guard !rows.isEmpty else {
+                Output.note(service.map { "No entries for \($0)." } ?? "The vault is empty.")
+                return
+            }
+            let table =
+                [["SERVICE", "ACCOUNT", "EXPIRES", "STATE"]]
+                + rows.map {
+                    [
+                        $0.key.service, $0.key.account, $0.expiresAt.map(Output.timestamp) ?? "-",
+                        $0.isToken ? ($0.expired ? "expired" : "valid") : "secret",
+                    ]
+                }
+            Output.line(Output.table(table))
+        }
+    }
+}

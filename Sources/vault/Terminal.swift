@@ -1,0 +1,110 @@
+import Foundation
+import TokenVault
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Reading secrets typed at a terminal: echo off, straight into secure memory, never a `String`.
+enum Terminal {
+    /// The longest secret accepted from a terminal.
+    static let maximumLength = 4096
+
+    /// The controlling terminal opened for reading and writing, or `nil` if there is none.
+    static func openControllingTerminal() -> Int32? {
+        let fd = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)
+        return fd >= 0 ? fd : nil
+    }
+
+    static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
+
+    /// Shows `prompt` on `output` and reads one line from the terminal `input` with echo off.
+    ///
+    /// The terminal is put in non-canonical mode without signals so that the bytes go straight
+    /// into `sodium_malloc` memory: Backspace erases, Enter ends, Ctrl-C or Ctrl-D on an empty
+    /// line cancels. The terminal's settings are restored before returning, whatever happens.
+    static func readSecret(prompt: String, input: Int32, output: Int32) throws -> SecretBytes {
+        show(output, prompt)
+        var original = termios()
+        guard tcgetattr(input, &original) == 0 else {
+            throw VaultError(.io, "Could not read the terminal settings.")
+        }
+        var silent = original
+        silent.c_lflag &= ~tcflag_t(ECHO | ECHONL | ICANON | ISIG | IEXTEN)
+        withUnsafeMutableBytes(of: &silent.c_cc) { cc in
+            cc[Int(VMIN)] = 1
+            cc[Int(VTIME)] = 0
+        }
+        guard tcsetattr(input, TCSAFLUSH, &silent) == 0 else {
+            throw VaultError(.io, "Could not turn off the terminal's echo; not asking for a secret with echo on.")
+        }
+        defer {
+            _ = tcsetattr(input, TCSAFLUSH, &original)
+            show(output, "\n")
+        }
+
+        var length = 0
+        var cancelled = false
+        let scratch = try SecretBytes(count: maximumLength) { buffer in
+            var byte: UInt8 = 0
+            while true {
+                let count = read(input, &byte, 1)
+                if count < 0 && errno == EINTR { continue }
+                guard count == 1 else {
+                    cancelled = length == 0
+                    return
+                }
+                switch byte {
+                case 0x0A, 0x0D:  // Enter
+                    return
+                case 0x03:  // Ctrl-C
+                    cancelled = true
+                    return
+                case 0x04:  // Ctrl-D
+                    if length == 0 {
+                        cancelled = true
+                    }
+                    return
+                case 0x7F, 0x08:  // Backspace: drop one UTF-8 character
+                    while length > 0 {
+                        length -= 1
+                        let removed = buffer[length]
+                        buffer[length] = 0
+                        if removed & 0xC0 != 0x80 { break }
+                    }
+                case 0x15:  // Ctrl-U: erase the line
+                    for index in 0..<length { buffer[index] = 0 }
+                    length = 0
+                default:
+                    guard length < buffer.count else { return }
+                    buffer[length] = byte
+                    length += 1
+                }
+                byte = 0
+            }
+        }
+        if cancelled {
+            throw VaultError(.cancelled, "Cancelled.")
+        }
+        return try SecretBytes(count: length) { destination in
+            scratch.withUnsafeBytes { source in
+                destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<length]))
+            }
+        }
+    }
+
+    private static func show(_ fd: Int32, _ text: String) {
+        var text = text
+        text.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = write(fd, bytes.baseAddress!.advanced(by: offset), bytes.count - offset)
+                if written < 0 && errno == EINTR { continue }
+                if written <= 0 { return }
+                offset += written
+            }
+        }
+    }
+}

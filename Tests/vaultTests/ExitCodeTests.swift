@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+
+/// Every exit code in the table, from the built binary.
+@Suite struct ExitCodeTests {
+    @Test func ok() throws {
+        let sandbox = try CLISandbox()
+        let result = try sandbox.vault("set", "github", stdin: Data("gho_fakeFakeFake\n".utf8))
+        #expect(result.status == 0, "\(result)")
+    }
+
+    @Test func otherErrorForInputThatIsNotAToken() throws {
+        let sandbox = try CLISandbox()
+        let result = try sandbox.vault("set", "github", stdin: Data("two words\nand lines\n".utf8))
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr.hasPrefix("vault: "))
+        #expect(!result.stderr.contains("two words"))
+    }
+
+    @Test func notFound() throws {
+        let sandbox = try CLISandbox()
+        let get = try sandbox.vault("get", "nothing-here")
+        #expect(get.status == 2, "\(get)")
+        #expect(get.stderr.contains("No token is stored for nothing-here/default"))
+        #expect(get.stdout.isEmpty)
+        let delete = try sandbox.vault("delete", "nothing-here")
+        #expect(delete.status == 2, "\(delete)")
+    }
+
+    @Test func expired() throws {
+        let sandbox = try CLISandbox()
+        let response = #"{"access_token":"expired-fake-token","token_type":"bearer","expires_in":0}"#
+        #expect(try sandbox.vault("set", "github", stdin: Data(response.utf8)).status == 0)
+        let get = try sandbox.vault("get", "github")
+        #expect(get.status == 3, "\(get)")
+        #expect(get.stdout.isEmpty)
+        #expect(!get.stderr.contains("expired-fake-token"))
+        let allowed = try sandbox.vault("get", "github", "--allow-expired")
+        #expect(allowed.status == 0, "\(allowed)")
+        #expect(allowed.stdout == "expired-fake-token\n")
+    }
+
+    @Test func authenticationFailedWithAnotherKey() throws {
+        let sandbox = try CLISandbox()
+        #expect(try sandbox.vault("set", "github", stdin: Data("gho_fakeFakeFake\n".utf8)).status == 0)
+        let otherKey = sandbox.root.appendingPathComponent("other.key")
+        try CLISandbox.writeKeyFile(otherKey)
+        let result = try sandbox.run(
+            "vault", ["get", "github", "--backend", "file", "--file", sandbox.vaultFile.path, "--key-file", otherKey.path])
+        #expect(result.status == 4, "\(result)")
+        #expect(!result.stdout.contains("gho_"))
+    }
+
+    /// A flipped bit in the header, or in a record that is not the last one (a damaged last
+    /// record may be a torn write, which the file backend ignores), is tampering: exit 5.
+    @Test(arguments: [("header", 110), ("first record", 168 + 48)])
+    func integrityFailureForATamperedVault(_ place: String, _ offset: Int) throws {
+        let sandbox = try CLISandbox()
+        #expect(try sandbox.vault("set", "github", stdin: Data("gho_fakeFakeFakeFake\n".utf8)).status == 0)
+        #expect(try sandbox.vault("set", "gitlab", stdin: Data("glpat-fakeFakeFake\n".utf8)).status == 0)
+        var bytes = try Data(contentsOf: sandbox.vaultFile)
+        #expect(bytes.count > offset + 100, "the vault is smaller than expected")
+        bytes[offset] ^= 0x01
+        try bytes.write(to: sandbox.vaultFile)
+        let result = try sandbox.vault("get", "github")
+        #expect(result.status == 5, "\(place): \(result)")
+        #expect(!result.stdout.contains("gho_"))
+    }
+
+    @Test func integrityFailureForAFileThatIsNotAVault() throws {
+        let sandbox = try CLISandbox()
+        try Data("this is not a vault file, just some text that is long enough\n".utf8).write(to: sandbox.vaultFile)
+        #expect(chmod(sandbox.vaultFile.path, 0o600) == 0)
+        let result = try sandbox.vault("list")
+        #expect(result.status == 5, "\(result)")
+    }
+
+    @Test func backendUnavailableWithoutAKey() throws {
+        let sandbox = try CLISandbox()
+        // No key, and no terminal in a test: nothing to unlock the file with.
+        let result = try sandbox.run("vault", ["list", "--backend", "file", "--file", sandbox.vaultFile.path])
+        #expect(result.status == 6, "\(result)")
+        #expect(result.stderr.contains("needs a key"))
+    }
+
+    @Test func backendUnavailableWhenTheSecretServiceIsAskedForAndAbsent() throws {
+        let sandbox = try CLISandbox()
+        // The child has no DBUS_SESSION_BUS_ADDRESS: the Secret Service fails closed.
+        let result = try sandbox.run("vault", ["list", "--backend", "secret-service"])
+        #expect(result.status == 6, "\(result)")
+        #expect(result.stderr.contains("Secret Service"))
+    }
+
+    @Test(arguments: [
+        ["--bogus"], ["get"], ["get", ""], ["list", "--backend", "plaintext"], ["migrate"],
+        ["migrate", "--plist", "a.plist", "--domain", "b"], ["set", "github", "--expires-in", "-5"],
+        ["get", "github", "--key-file", "a", "--passphrase-file", "b"], ["frobnicate"],
+    ])
+    func usage(_ arguments: [String]) throws {
+        let sandbox = try CLISandbox()
+        let result = try sandbox.run("vault", arguments)
+        #expect(result.status == 64, "\(arguments): \(result)")
+        #expect(!result.stderr.isEmpty)
+    }
+
+    @Test func usageForABadBackendInTheEnvironment() throws {
+        let sandbox = try CLISandbox()
+        let result = try sandbox.run("vault", ["list"], environment: ["TOKEN_VAULT_BACKEND": "plaintext"])
+        #expect(result.status == 64, "\(result)")
+    }
+}

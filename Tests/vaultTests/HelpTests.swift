@@ -1,0 +1,110 @@
+import Foundation
+import Testing
+
+/// `vault --help` as a snapshot, as swift-argument-parser's MathExampleTests does: the exit-code
+/// table and the subcommands are part of the interface.
+@Suite struct HelpTests {
+    @Test func rootHelp() throws {
+        let sandbox = try CLISandbox()
+        let result = try sandbox.run("vault", ["--help"])
+        #expect(result.status == 0)
+        #expect(result.stdout == Self.rootHelp)
+    }
+
+    @Test func migrateHelp() throws {
+        let sandbox = try CLISandbox()
+        let result = try sandbox.run("vault", ["help", "migrate"])
+        #expect(result.status == 0)
+        #expect(result.stdout == Self.migrateHelp)
+    }
+
+    static let rootHelp = """
+        OVERVIEW: Keep OAuth tokens and other credentials in the Secret Service or an
+        encrypted file.
+
+        Every subcommand takes the global options --backend, --file, --key-file and
+        --passphrase-file, each of which can also come from the environment
+        (TOKEN_VAULT_BACKEND, TOKEN_VAULT_FILE, TOKEN_VAULT_KEY_FILE,
+        TOKEN_VAULT_PASSPHRASE_FILE). With no key and a terminal present, a file vault
+        asks for its passphrase.
+
+        EXIT CODES:
+          0   ok
+          1   other error (bad input, permission denied, entry already exists)
+          2   not found (no such entry, plist or vault file)
+          3   the token has expired (vault get without --allow-expired)
+          4   authentication failed (wrong key or passphrase)
+          5   integrity failure (vault file tampered with, corrupt or unreadable)
+          6   backend unavailable or locked (no Secret Service, no key or key file)
+          64  usage error
+
+        USAGE: vault <subcommand>
+
+        OPTIONS:
+          --version               Show the version.
+          -h, --help              Show help information.
+
+        SUBCOMMANDS:
+          set                     Store a token read from stdin.
+          get                     Print a stored access token.
+          list                    List the stored entries: service, account and expiry,
+                                  never a secret.
+          delete                  Remove a stored entry.
+          status                  Say which backend the vault uses and why, what the
+                                  Secret Service probe found, and how many entries
+                                  there are.
+          migrate                 Move OAuth tokens out of a plain UserDefaults plist
+                                  into the vault.
+
+          See 'vault help <subcommand>' for detailed help.
+
+        """
+
+    static let migrateHelp = """
+        OVERVIEW: Move OAuth tokens out of a plain UserDefaults plist into the vault.
+
+        Finds token values in the plist (string keys such as accessToken and
+        refreshToken, or a JSON or plist token model stored as Data), writes them to
+        the vault as one token, reads them back, and only then rewrites the plist
+        without them: atomically, in the same format, with the same permissions and
+        every other key unchanged. If any step fails, the vault is rolled back and the
+        plist is left as it was. Running it again finds nothing and changes nothing.
+
+        --domain NAME reads the plist UserDefaults keeps for NAME:
+        $XDG_CONFIG_HOME/NAME.plist (default ~/.config) on Linux,
+        ~/Library/Preferences/NAME.plist on macOS. Quit the app that owns the domain
+        first.
+
+        USAGE: vault migrate <options>
+
+        OPTIONS:
+          --backend <backend>     auto, secret-service or file (env
+                                  TOKEN_VAULT_BACKEND; default auto).
+          --file <path>           The encrypted vault file (env TOKEN_VAULT_FILE;
+                                  default $XDG_DATA_HOME/token-vault/tokens.vault).
+          --key-file <path>       A file holding the file vault's 32-byte key (env
+                                  TOKEN_VAULT_KEY_FILE).
+          --passphrase-file <path>
+                                  A file holding the file vault's passphrase (env
+                                  TOKEN_VAULT_PASSPHRASE_FILE).
+          --plist <path>          The plist file to migrate.
+          --domain <name>         The defaults domain (suite name) whose plist to
+                                  migrate.
+          --service <service>     The vault service for the token (default: the domain,
+                                  or the plist's name without .plist).
+          --account <account>     The vault account for the token. (default: default)
+          --key <name>            Take exactly this plist key (repeat for the keys of
+                                  one token) instead of detecting them.
+          --overwrite             Replace a different token already stored under the
+                                  same service and account.
+          --keep-source           Copy the tokens into the vault but leave the plist as
+                                  it is.
+          --dry-run               Show what would happen, with values redacted, and
+                                  change nothing.
+          --json                  Print the report as JSON.
+          --version               Show the version.
+          -h, --help              Show help information.
+
+
+        """
+}

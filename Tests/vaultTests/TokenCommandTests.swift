@@ -1,0 +1,113 @@
+import Foundation
+import Testing
+
+/// `set`, `get`, `list`, `delete` and `status` against the encrypted file backend.
+@Suite struct TokenCommandTests {
+    @Test func setReadsAJSONResponseFromStdinAndGetPrintsTheAccessTokenAlone() throws {
+        let sandbox = try CLISandbox()
+        let response = """
+            {"access_token":"gho_fakeAccess123456","token_type":"bearer","refresh_token":"ghr_fakeRefresh123456",
+             "scope":"repo user","expires_in":3600}
+            """
+        let set = try sandbox.vault("set", "github", "octocat", stdin: Data(response.utf8))
+        #expect(set.status == 0, "\(set)")
+        #expect(!set.stderr.contains("gho_fake"))
+        #expect(set.stdout.isEmpty)
+
+        let get = try sandbox.vault("get", "github", "octocat")
+        #expect(get.status == 0, "\(get)")
+        #expect(get.stdout == "gho_fakeAccess123456\n")
+
+        let json = try sandbox.vault("get", "github", "octocat", "--json")
+        #expect(json.status == 0, "\(json)")
+        let object = try #require(json.json as? [String: Any])
+        #expect(object["access_token"] as? String == "gho_fakeAccess123456")
+        #expect(object["refresh_token"] as? String == "ghr_fakeRefresh123456")
+        #expect(object["token_type"] as? String == "bearer")
+        #expect(object["scope"] as? String == "repo user")
+        #expect(object["expired"] as? Bool == false)
+        #expect(object.keys.contains("id_token"))
+        let expiresAt = try #require(object["expires_at"] as? String)
+        let date = try #require(ISO8601DateFormatter().date(from: expiresAt))
+        #expect(abs(date.timeIntervalSinceNow - 3600) < 120)
+    }
+
+    @Test func setReadsAFormEncodedResponse() throws {
+        let sandbox = try CLISandbox()
+        let set = try sandbox.vault(
+            "set", "github", stdin: Data("access_token=gho_fakeForm123&scope=repo%2Cgist&token_type=bearer\n".utf8))
+        #expect(set.status == 0, "\(set)")
+        let object = try #require(try sandbox.vault("get", "github", "--json").json as? [String: Any])
+        #expect(object["access_token"] as? String == "gho_fakeForm123")
+        #expect(object["scope"] as? String == "repo,gist")
+    }
+
+    @Test func setReadsABareTokenWithExpiresIn() throws {
+        let sandbox = try CLISandbox()
+        // Base64 padding must not make a bare token look form-encoded.
+        let set = try sandbox.vault("set", "api", "bot", "--expires-in", "600", stdin: Data("c2VjcmV0LXRva2Vu==\n".utf8))
+        #expect(set.status == 0, "\(set)")
+        let object = try #require(try sandbox.vault("get", "api", "bot", "--json").json as? [String: Any])
+        #expect(object["access_token"] as? String == "c2VjcmV0LXRva2Vu==")
+        let date = try #require(ISO8601DateFormatter().date(from: object["expires_at"] as? String ?? ""))
+        #expect(abs(date.timeIntervalSinceNow - 600) < 120)
+    }
+
+    @Test func listShowsEntriesAndNeverASecret() throws {
+        let sandbox = try CLISandbox()
+        #expect(try sandbox.vault("set", "github", "octocat", stdin: Data("gho_fakeListSecret1\n".utf8)).status == 0)
+        #expect(
+            try sandbox.vault("set", "gitlab", "--expires-in", "1", stdin: Data("glpat-fakeListSecret2\n".utf8)).status == 0)
+        let text = try sandbox.vault("list")
+        #expect(text.status == 0, "\(text)")
+        #expect(text.stdout.contains("github"))
+        #expect(text.stdout.contains("octocat"))
+        #expect(!text.stdout.contains("fakeListSecret"))
+
+        let json = try sandbox.vault("list", "--json")
+        #expect(!json.stdout.contains("fakeListSecret"))
+        let rows = try #require(json.json as? [[String: Any]])
+        #expect(rows.map { $0["service"] as? String } == ["github", "gitlab"])
+        #expect(rows.first?["account"] as? String == "octocat")
+        #expect(rows.first?["expires_at"] is NSNull)
+        #expect(rows.last?["expired"] as? Bool == true)  // expires within the 60 s leeway
+        #expect(rows.last?["expires_at"] is String)
+
+        let filtered = try #require(try sandbox.vault("list", "gitlab", "--json").json as? [[String: Any]])
+        #expect(filtered.count == 1)
+    }
+
+    @Test func deleteRemovesTheEntry() throws {
+        let sandbox = try CLISandbox()
+        #expect(try sandbox.vault("set", "github", stdin: Data("gho_fakeDelete1\n".utf8)).status == 0)
+        #expect(try sandbox.vault("delete", "github").status == 0)
+        #expect(try sandbox.vault("get", "github").status == 2)
+    }
+
+    @Test func statusSaysWhichBackendAndWhy() throws {
+        let sandbox = try CLISandbox()
+        #expect(try sandbox.vault("set", "github", stdin: Data("gho_fakeStatus1\n".utf8)).status == 0)
+        let result = try sandbox.vault("status", "--json")
+        #expect(result.status == 0, "\(result)")
+        let object = try #require(result.json as? [String: Any])
+        #expect(object["backend"] as? String == "file")
+        #expect((object["reason"] as? String)?.isEmpty == false)
+        #expect(object["entries"] as? Int == 1)
+        #expect((object["file"] as? [String: Any])?["path"] as? String == sandbox.vaultFile.path)
+        #expect((object["secret_service"] as? [String: Any])?["outcome"] as? String != nil)
+        let text = try sandbox.vault("status")
+        #expect(text.stdout.contains("entries:"))
+        #expect(text.stdout.contains(sandbox.vaultFile.path))
+    }
+
+    @Test func globalOptionsComeFromTheEnvironment() throws {
+        let sandbox = try CLISandbox()
+        let environment = [
+            "TOKEN_VAULT_BACKEND": "file", "TOKEN_VAULT_FILE": sandbox.vaultFile.path,
+            "TOKEN_VAULT_KEY_FILE": sandbox.keyFile.path,
+        ]
+        let set = try sandbox.run("vault", ["set", "github"], stdin: Data("gho_fakeEnv1\n".utf8), environment: environment)
+        #expect(set.status == 0, "\(set)")
+        #expect(try sandbox.vault("get", "github").stdout == "gho_fakeEnv1\n")
+    }
+}
