@@ -35,9 +35,26 @@ actor RefreshCoordinator {
         return try result.get()
     }
 
-    /// Whether a flight for `key` is under way; for tests.
-    func isInFlight(_ key: CredentialKey) -> Bool {
-        flights[key] != nil
+    /// Refresh tokens the server has rejected for good, by a hash, with the server's error. A
+    /// caller that finds one of them stored is told to log in again without another request, so
+    /// a dead refresh token is presented once per process, never in a loop.
+    private var rejected: [Int: OAuthErrorResponse] = [:]
+    private var rejectedOrder: [Int] = []
+    private static let rejectedLimit = 256
+
+    func rememberRejected(_ refreshToken: String?, _ error: OAuthErrorResponse) {
+        guard let refreshToken else { return }
+        let hash = refreshToken.hashValue
+        if rejected.updateValue(error, forKey: hash) == nil {
+            rejectedOrder.append(hash)
+            if rejectedOrder.count > Self.rejectedLimit {
+                rejected.removeValue(forKey: rejectedOrder.removeFirst())
+            }
+        }
+    }
+
+    func rejection(of refreshToken: String?) -> OAuthErrorResponse? {
+        refreshToken.flatMap { rejected[$0.hashValue] }
     }
 
     private func land(_ key: CredentialKey, id: UInt64) {

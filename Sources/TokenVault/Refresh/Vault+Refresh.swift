@@ -63,8 +63,8 @@ extension Vault {
         let vault = self
         return try await coordination.coordinator.run(key) {
             try await vault.refreshUnderLock(
-                key, seen: seen, leeway: leeway, lockDirectory: coordination.lockDirectory, timeout: timeout,
-                refresh: refresh)
+                key, seen: seen, leeway: leeway, coordinator: coordination.coordinator,
+                lockDirectory: coordination.lockDirectory, timeout: timeout, refresh: refresh)
         }
     }
 
@@ -73,6 +73,7 @@ extension Vault {
         _ key: CredentialKey,
         seen: OAuthToken,
         leeway: TimeInterval,
+        coordinator: RefreshCoordinator,
         lockDirectory: RefreshLockDirectory?,
         timeout: Duration,
         refresh: @Sendable (OAuthToken) async throws -> OAuthToken
@@ -104,13 +105,23 @@ extension Vault {
                 "The token for \(key) has expired and \(why); log in again to get a new one.")
         }
 
+        if let rejection = await coordinator.rejection(of: current.refreshToken) {
+            throw Self.reauthenticationRequired(key, rejection)
+        }
+
         logger.debug("refreshing token", metadata: ["key": "\(key)"])
         let response: OAuthToken
         do {
             response = try await refresh(current)
         } catch {
             logger.debug("refresh failed; the stored token is unchanged", metadata: ["key": "\(key)"])
-            throw Self.refreshFailure(error, key: key)
+            let failure = Self.refreshFailure(error, key: key)
+            if let failure = failure as? VaultError, failure.code == .reauthenticationRequired,
+                let oauthError = failure.oauthError
+            {
+                await coordinator.rememberRejected(current.refreshToken, oauthError)
+            }
+            throw failure
         }
         let updated = current.updated(byRefresh: response)
         do {
@@ -168,7 +179,11 @@ extension Vault {
         guard let oauthError, oauthError.requiresReauthentication else {
             return error
         }
-        return VaultError(
+        return reauthenticationRequired(key, oauthError)
+    }
+
+    private static func reauthenticationRequired(_ key: CredentialKey, _ oauthError: OAuthErrorResponse) -> VaultError {
+        VaultError(
             .reauthenticationRequired,
             "The server rejected the refresh token for \(key) (\(oauthError.error)); log in again to get a new one.",
             underlying: oauthError)

@@ -189,6 +189,31 @@ import TokenVault
         #expect(try await store.load(key) == before)
     }
 
+    @Test func aRejectedRefreshTokenIsNotPresentedAgainUntilANewLogin() async throws {
+        let vault = Vault(store: MemoryStore())
+        let key = try RefreshFixtures.key()
+        try await vault.saveToken(RefreshFixtures.expired(refreshToken: "refresh-dead"), for: key)
+        let recorder = RefreshRecorder()
+        let refresh: @Sendable (OAuthToken) async throws -> OAuthToken = { stale in
+            _ = await recorder.record(stale)
+            if stale.refreshToken == "refresh-dead" { throw RefreshFixtures.endpointError("invalid_grant") }
+            return try RefreshFixtures.response(access: "access-after-login", refreshToken: "refresh-next")
+        }
+
+        for _ in 0..<3 {
+            let error = try await #require(throws: VaultError.self) { try await vault.freshToken(for: key, refresh: refresh) }
+            #expect(error.code == .reauthenticationRequired)
+            #expect(error.oauthError?.error == "invalid_grant")
+        }
+        #expect(await recorder.calls == 1)
+
+        // After a new login stores a new refresh token, refreshing works again.
+        try await vault.saveToken(RefreshFixtures.expired(refreshToken: "refresh-from-login"), for: key)
+        let token = try await vault.freshToken(for: key, refresh: refresh)
+        #expect(token.accessToken == "access-after-login")
+        #expect(await recorder.calls == 2)
+    }
+
     @Test func anOAuthErrorResponseThrownDirectlyIsRecognisedToo() async throws {
         let vault = Vault(store: MemoryStore())
         let key = try RefreshFixtures.key()
