@@ -72,6 +72,22 @@ let package = Package(
     ]
 )
 
+// Fuzz targets (libFuzzer) are built only by Scripts/fuzz, which sets TOKENVAULT_FUZZ: they have
+// no `main` of their own and link only with -sanitize=fuzzer.
+if Context.environment["TOKENVAULT_FUZZ"] != nil {
+    for name in ["FuzzTokenResponse"] {
+        package.products.append(.executable(name: name, targets: [name]))
+        package.targets.append(
+            .executableTarget(
+                name: name,
+                dependencies: ["TokenVault"],
+                path: "Fuzz/\(name)",
+                swiftSettings: [.unsafeFlags(["-parse-as-library"])]
+            )
+        )
+    }
+}
+
 // Strict settings, applied to every Swift target in one place (as swift-log does).
 for target in package.targets where [.executable, .test, .regular].contains(target.type) {
     var settings = target.swiftSettings ?? []

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// Names one credential: a service and an account within it.
 ///

@@ -8,7 +8,7 @@ public import Foundation
 ///  "refresh_token_expires_at":1779352000,"extra":{"…":…}}
 /// ```
 ///
-/// Times are seconds since 1970-01-01T00:00:00Z as JSON numbers. Optional fields are omitted
+/// Times are whole seconds since 1970-01-01T00:00:00Z as JSON integers. Optional fields are omitted
 /// when absent. A reader refuses a `v` it does not know, so a newer format is never misread.
 extension OAuthToken: Codable {
     /// The version written by this release.
@@ -58,12 +58,18 @@ extension OAuthToken: Codable {
         try container.encodeIfPresent(refreshToken, forKey: .refreshToken)
         try container.encodeIfPresent(idToken, forKey: .idToken)
         try container.encodeIfPresent(scope, forKey: .scope)
-        try container.encode(issuedAt.timeIntervalSince1970, forKey: .issuedAt)
-        try container.encodeIfPresent(expiresAt?.timeIntervalSince1970, forKey: .expiresAt)
-        try container.encodeIfPresent(refreshTokenExpiresAt?.timeIntervalSince1970, forKey: .refreshTokenExpiresAt)
+        try container.encode(Self.unixSeconds(issuedAt), forKey: .issuedAt)
+        try container.encodeIfPresent(expiresAt.map(Self.unixSeconds), forKey: .expiresAt)
+        try container.encodeIfPresent(refreshTokenExpiresAt.map(Self.unixSeconds), forKey: .refreshTokenExpiresAt)
         if !additionalFields.isEmpty {
             try container.encode(additionalFields, forKey: .additionalFields)
         }
+    }
+
+    private static func unixSeconds(_ date: Date) -> Int64 {
+        let seconds = date.timeIntervalSince1970.rounded()
+        // Dates outside ±292 billion years cannot be stored; clamp rather than trap.
+        return seconds >= Double(Int64.max) ? .max : seconds <= Double(Int64.min) ? .min : Int64(seconds)
     }
 
     /// The stored form: compact JSON with sorted keys.

@@ -21,7 +21,7 @@ public struct OAuthToken: Sendable, Equatable {
     public var idToken: String?
     /// The granted scope exactly as the server sent it, or `nil` if it sent none.
     public var scope: String?
-    /// When the token was received.
+    /// When the token was received. Times are kept to whole seconds.
     public var issuedAt: Date
     /// When the access token expires, or `nil` if the server did not say.
     public var expiresAt: Date?
@@ -46,10 +46,16 @@ public struct OAuthToken: Sendable, Equatable {
         self.refreshToken = refreshToken
         self.idToken = idToken
         self.scope = scope
-        self.issuedAt = issuedAt
-        self.expiresAt = expiresAt
-        self.refreshTokenExpiresAt = refreshTokenExpiresAt
+        self.issuedAt = Self.wholeSeconds(issuedAt)
+        self.expiresAt = expiresAt.map(Self.wholeSeconds)
+        self.refreshTokenExpiresAt = refreshTokenExpiresAt.map(Self.wholeSeconds)
         self.additionalFields = additionalFields
+    }
+
+    /// Times are kept to whole seconds, as token endpoints state them, so that a token survives
+    /// its stored form unchanged.
+    static func wholeSeconds(_ date: Date) -> Date {
+        Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded())
     }
 
     /// The granted scopes, split on spaces (RFC 6749 §3.3) or commas (as GitHub sends them).
