@@ -157,7 +157,7 @@ import TokenVault
         let vault = Vault(store: store)
         let key = try RefreshFixtures.key()
         try await vault.saveToken(RefreshFixtures.expired(), for: key)
-        let before = try #require(try await store.load(key))
+        let before = try #require(try await vault.store.load(key))
         let recorder = RefreshRecorder()
 
         let errors = await withTaskGroup(of: (any Error)?.self) { group in
@@ -186,7 +186,7 @@ import TokenVault
             #expect(vaultError.code == .reauthenticationRequired)
             #expect(vaultError.oauthError?.error == "invalid_grant")
         }
-        #expect(try await store.load(key) == before)
+        #expect(try await vault.store.load(key) == before)
     }
 
     @Test func aRejectedRefreshTokenIsNotPresentedAgainUntilANewLogin() async throws {
@@ -231,14 +231,14 @@ import TokenVault
         let vault = Vault(store: store)
         let key = try RefreshFixtures.key()
         try await vault.saveToken(RefreshFixtures.expired(), for: key)
-        let before = try #require(try await store.load(key))
+        let before = try #require(try await vault.store.load(key))
 
         let error = try await #require(throws: VaultError.self) {
             try await vault.freshToken(for: key) { _ in throw RefreshFixtures.endpointError("temporarily_unavailable") }
         }
         #expect(error.code == .tokenEndpointError)
         #expect(error.oauthError?.error == "temporarily_unavailable")
-        #expect(try await store.load(key) == before)
+        #expect(try await vault.store.load(key) == before)
     }
 
     @Test func aThrowingRefreshPassesItsErrorOnAndLeavesTheTokenAlone() async throws {
@@ -247,12 +247,12 @@ import TokenVault
         let vault = Vault(store: store)
         let key = try RefreshFixtures.key()
         try await vault.saveToken(RefreshFixtures.expired(), for: key)
-        let before = try #require(try await store.load(key))
+        let before = try #require(try await vault.store.load(key))
 
         await #expect(throws: NetworkDown()) {
             try await vault.freshToken(for: key) { _ in throw NetworkDown() }
         }
-        #expect(try await store.load(key) == before)
+        #expect(try await vault.store.load(key) == before)
 
         // The failure is not sticky: the next call refreshes.
         let token = try await vault.freshToken(for: key) { _ in
@@ -287,7 +287,7 @@ import TokenVault
         let vault = Vault(store: store)
         let key = try RefreshFixtures.key()
         try await vault.saveToken(token, for: key)
-        let before = try #require(try await store.load(key))
+        let before = try #require(try await vault.store.load(key))
         let recorder = RefreshRecorder()
 
         let error = try await #require(throws: VaultError.self) {
@@ -299,7 +299,7 @@ import TokenVault
         #expect(error.code == .reauthenticationRequired)
         #expect(error.oauthError == nil)
         #expect(await recorder.calls == 0)
-        #expect(try await store.load(key) == before)
+        #expect(try await vault.store.load(key) == before)
     }
 
     @Test func anEntryThatIsNotATokenIsRefused() async throws {
