@@ -52,6 +52,20 @@ let package = Package(
             name: "tutorial-defaults",
             dependencies: ["TokenVault"]
         ),
+        // An example OAuth client (device grant + refresh over URLSession) that keeps its tokens in
+        // the vault. Not a product: it shows how a client depends on TokenVault.
+        .executableTarget(
+            name: "oauth-example",
+            dependencies: [
+                "TokenVault",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // Test helper for the cross-process refresh tests. Not a product.
+        .executableTarget(
+            name: "refresh-stress",
+            dependencies: ["TokenVault"]
+        ),
         .testTarget(
             name: "TokenVaultTests",
             dependencies: ["TokenVault", "tutorial-defaults", "vault-file-stress"],
@@ -60,6 +74,12 @@ let package = Package(
         .testTarget(
             name: "vaultTests",
             dependencies: ["TokenVault", "vault", "tutorial-defaults"]
+        ),
+        // Refresh tests against the real OAuth server (Tests/oauth-server) that Scripts/test starts,
+        // across processes. Depends on the executables so that they are built for it to run.
+        .testTarget(
+            name: "RefreshServerTests",
+            dependencies: ["TokenVault", "oauth-example", "refresh-stress"]
         ),
     ]
 )

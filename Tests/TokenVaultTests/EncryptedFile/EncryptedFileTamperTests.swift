@@ -152,7 +152,7 @@ import Testing
                 #expect(contents == fixture.states[complete], "cut at \(length)")
             } catch let error as VaultError {
                 let expected: VaultError.Code = length == 0 ? .emptyFile : .truncated
-                #expect(error.code == expected && length < VaultHeader.length, "cut at \(length): \(error.code)")
+                #expect(error.code == expected && length < VaultHeader.length, "cut at \(length): \(error.code): \(error.message)")
             }
         }
     }

@@ -1,0 +1,202 @@
+import Foundation
+internal import CSodium
+
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
+/// A cross-process, per-key lock: an exclusive `flock` on a small lock file.
+///
+/// - The kernel drops an `flock` when its file descriptor is closed, including when the process
+///   dies (even by `SIGKILL`), so a crashed refresher never leaves a key locked.
+/// - Waiting never blocks a thread of the cooperative pool: the lock is tried with `LOCK_NB`
+///   and retried after short `Task.sleep`s until the deadline, which then throws `timeout`.
+/// - Lock files are never deleted: unlinking a lock file that another process has open and is
+///   about to lock is the classic way to let two holders in at once. One empty file per key
+///   that was ever refreshed stays behind.
+/// - Two descriptors of the same file exclude each other even inside one process, so two
+///   `Vault`s opened separately on one store still serialise their refreshes.
+final class RefreshLock {
+    private var descriptor: Int32
+
+    private init(descriptor: Int32) {
+        self.descriptor = descriptor
+    }
+
+    deinit {
+        release()
+    }
+
+    /// Takes the exclusive lock on `path`, creating the file (`0600`) if needed.
+    /// - Throws: `timeout` when another holder keeps it past `timeout`; `insecurePermissions`
+    ///   for a lock file owned by someone else; `io`/`permissionDenied` for system failures.
+    static func acquire(path: String, timeout: Duration) async throws -> RefreshLock {
+        let descriptor = try LockSyscall.check("open the lock file", path) {
+            open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        }
+        let lock = RefreshLock(descriptor: descriptor)
+        var status = stat()
+        try LockSyscall.check("inspect the lock file", path) { fstat(descriptor, &status) }
+        guard status.st_uid == geteuid(), (status.st_mode & S_IFMT) == S_IFREG else {
+            throw VaultError(
+                .insecurePermissions,
+                "The refresh lock file \(path) is not a regular file owned by this user; remove it.")
+        }
+
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: timeout)
+        var pause = Duration.milliseconds(2)
+        while true {
+            if flock(descriptor, LOCK_EX | LOCK_NB) == 0 {
+                return lock
+            }
+            let error = errno
+            switch error {
+            case EINTR:
+                continue
+            case EWOULDBLOCK:
+                break
+            default:
+                throw LockSyscall.error(error, "lock", path)
+            }
+            let now = clock.now
+            guard now < deadline else {
+                throw VaultError(
+                    .timeout,
+                    "Another task or process held the refresh lock \(path) for longer than \(timeout); gave up waiting.")
+            }
+            // Back off up to 50 ms, never past the deadline, with jitter so that waiters spread out.
+            let jittered = pause * Double.random(in: 0.5...1.0)
+            try await Task.sleep(for: min(jittered, deadline - now))
+            pause = min(pause * 2, .milliseconds(50))
+        }
+    }
+
+    /// Releases the lock. Closing the descriptor drops the `flock`; calling twice is harmless.
+    func release() {
+        guard descriptor >= 0 else { return }
+        // close() drops the lock even if it reports an error, and must not be retried on EINTR.
+        _ = close(descriptor)
+        descriptor = -1
+    }
+}
+
+/// Where the lock files of one store live, and how a key becomes a lock file name.
+struct RefreshLockDirectory: Sendable {
+    /// The directory, mode `0700`, owned by this user.
+    let path: String
+    /// Mixed into every file name hash, so that different stores sharing a directory never collide.
+    let scope: String
+
+    /// The lock file for `key`: a hash of the key, never its names, which the file backend keeps
+    /// hidden and which may be sensitive in a shared runtime directory.
+    func lockFilePath(for key: CredentialKey) throws -> String {
+        try Sodium.ensureInitialized()
+        var input = Data("tokenvault-refresh-lock-v1".utf8)
+        for part in [scope, key.service, key.account] {
+            let bytes = Data(part.utf8)
+            withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { input.append(contentsOf: $0) }
+            input.append(bytes)
+        }
+        var digest = [UInt8](repeating: 0, count: 16)
+        let status = input.withUnsafeBytes { raw in
+            crypto_generichash(
+                &digest, digest.count, raw.bindMemory(to: UInt8.self).baseAddress, UInt64(raw.count), nil, 0)
+        }
+        guard status == 0 else {
+            throw VaultError(.io, "Could not derive the refresh lock file name.")
+        }
+        let name = digest.map { String(format: "%02x", $0) }.joined()
+        return (path as NSString).appendingPathComponent("\(name).lock")
+    }
+
+    /// Lock files for the encrypted file at `vaultPath`: a `0700` directory next to it, named
+    /// after it (`tokens.vault` → `tokens.vault.locks/`).
+    static func forVaultFile(_ vaultPath: String) throws -> RefreshLockDirectory {
+        let absolute = (vaultPath as NSString).standardizingPath
+        let parent = (absolute as NSString).deletingLastPathComponent
+        let name = (absolute as NSString).lastPathComponent
+        let directory = (parent as NSString).appendingPathComponent("\(name).locks")
+        try ensurePrivateDirectory(directory)
+        return RefreshLockDirectory(path: directory, scope: "file")
+    }
+
+    /// Lock files for a store shared by this user's processes, such as the Secret Service:
+    /// `$XDG_RUNTIME_DIR/token-vault/locks/`, or `/tmp/token-vault-<uid>/locks/` when there is
+    /// no runtime directory. Every directory created is `0700` and is checked to be ours.
+    static func forRuntime(scope: String, environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws -> RefreshLockDirectory
+    {
+        let base: String
+        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"), isOwnPrivateDirectory(runtime) {
+            base = (runtime as NSString).appendingPathComponent("token-vault")
+        } else {
+            base = "/tmp/token-vault-\(geteuid())"
+        }
+        try ensurePrivateDirectory(base)
+        let directory = (base as NSString).appendingPathComponent("locks")
+        try ensurePrivateDirectory(directory)
+        return RefreshLockDirectory(path: directory, scope: scope)
+    }
+
+    private static func isOwnPrivateDirectory(_ path: String) -> Bool {
+        var status = stat()
+        guard lstat(path, &status) == 0 else { return false }
+        return (status.st_mode & S_IFMT) == S_IFDIR && status.st_uid == geteuid() && (status.st_mode & 0o077) == 0
+    }
+
+    /// Creates `path` with mode `0700` if it is missing, then insists that it is a real
+    /// directory (not a symbolic link), owned by this user, that nobody else can enter.
+    static func ensurePrivateDirectory(_ path: String) throws {
+        if mkdir(path, 0o700) != 0 {
+            let error = errno
+            guard error == EEXIST else {
+                throw LockSyscall.error(error, "create the lock directory", path)
+            }
+        }
+        var status = stat()
+        try LockSyscall.check("inspect the lock directory", path) { lstat(path, &status) }
+        guard (status.st_mode & S_IFMT) == S_IFDIR else {
+            throw VaultError(.insecurePermissions, "The lock directory \(path) is not a directory; remove it.")
+        }
+        guard status.st_uid == geteuid() else {
+            throw VaultError(.insecurePermissions, "The lock directory \(path) belongs to another user; remove it.")
+        }
+        guard (status.st_mode & 0o077) == 0 else {
+            throw VaultError(
+                .insecurePermissions,
+                "The lock directory \(path) is open to group or others; make it private with chmod 700.")
+        }
+    }
+}
+
+/// The one place where the refresh lock's C calls become Swift errors.
+enum LockSyscall {
+    /// Runs `call`, retrying on `EINTR`, and turns `-1` into a thrown ``VaultError``.
+    @discardableResult
+    static func check(_ action: String, _ path: String, _ call: () -> Int32) throws -> Int32 {
+        while true {
+            let result = call()
+            if result != -1 { return result }
+            let error = errno
+            if error == EINTR { continue }
+            throw Self.error(error, action, path)
+        }
+    }
+
+    static func error(_ code: Int32, _ action: String, _ path: String) -> VaultError {
+        let reason = String(cString: strerror(code))
+        switch code {
+        case EACCES, EPERM:
+            return VaultError(.permissionDenied, "Could not \(action) \(path): \(reason).")
+        case ELOOP:
+            return VaultError(.insecurePermissions, "Could not \(action) \(path): it is a symbolic link.")
+        case ENOSPC, EDQUOT:
+            return VaultError(.diskFull, "Could not \(action) \(path): \(reason).")
+        default:
+            return VaultError(.io, "Could not \(action) \(path): \(reason).")
+        }
+    }
+}

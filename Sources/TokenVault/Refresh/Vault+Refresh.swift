@@ -1,0 +1,191 @@
+public import Foundation
+import Logging
+
+extension Vault {
+    /// Returns the token stored under `key`, refreshing it first if it expires within `leeway`
+    /// seconds, so that no two tasks or processes ever refresh the same token at once.
+    ///
+    /// ```swift
+    /// let token = try await vault.freshToken(for: key, leeway: 60) { stale in
+    ///     try await myClient.refresh(stale)   // POST grant_type=refresh_token, parse the body
+    /// }
+    /// request.setValue("\(token.tokenType) \(token.accessToken)", forHTTPHeaderField: "Authorization")
+    /// ```
+    ///
+    /// TokenVault makes no HTTP request itself: `refresh` is yours. It receives the stored token
+    /// (with its refresh token) and returns the token built from the server's response, usually
+    /// with ``OAuthToken/init(tokenResponse:receivedAt:)``. TokenVault merges the two with
+    /// ``OAuthToken/updated(byRefresh:)``, so a response without a new refresh token keeps the old
+    /// one, and saves the result before returning it.
+    ///
+    /// **Single flight.** Within a process, concurrent callers for one key share a single refresh
+    /// and all get its result; different keys refresh in parallel. Across processes, the refresh
+    /// runs under a per-key `flock`. After taking the lock the token is read again, and if another
+    /// process refreshed it in the meantime, that token is used and `refresh` is not called. The
+    /// kernel releases the lock if its holder dies, so a crashed process blocks nobody. See
+    /// <doc:Refreshing>.
+    ///
+    /// A refresh that has started is finished and saved even if the caller that started it is
+    /// cancelled: abandoning it could lose a refresh token that the server has already rotated.
+    ///
+    /// If the server issues tokens that live less than `leeway`, the token just refreshed (by this
+    /// call or by another process while this one waited) is returned rather than refreshing again.
+    ///
+    /// - Parameters:
+    ///   - key: The entry that holds the token.
+    ///   - leeway: How long, in seconds, the returned token must stay valid at least.
+    ///   - timeout: How long to wait for another process's refresh of the same key to finish.
+    ///   - refresh: Runs the refresh grant for the stale token and returns the response as a token.
+    /// - Returns: A token valid for at least `leeway` seconds (or as long as the server allows).
+    /// - Throws: ``VaultError`` with code
+    ///   - `notFound` when nothing is stored under `key`;
+    ///   - `reauthenticationRequired` when the server rejected the refresh with `invalid_grant`
+    ///     (the OAuth error is ``VaultError/oauthError``), or when the token has expired and holds
+    ///     no usable refresh token; the user must log in again, and nothing is retried;
+    ///   - `timeout` when the per-key lock stayed taken for longer than `timeout`;
+    ///   - `invalidInput` when the entry is not a token.
+    ///
+    ///   Any other error thrown by `refresh` is passed on unchanged. When `refresh` throws, the
+    ///   stored token is left as it was.
+    public func freshToken(
+        for key: CredentialKey,
+        leeway: TimeInterval = 60,
+        timeout: Duration = .seconds(30),
+        refresh: @escaping @Sendable (_ stale: OAuthToken) async throws -> OAuthToken
+    ) async throws -> OAuthToken {
+        guard let seen = try await token(for: key) else {
+            throw Self.noToken(key)
+        }
+        if !seen.isExpired(leeway: leeway) {
+            return seen
+        }
+        let coordination = try refreshCoordination()
+        let vault = self
+        return try await coordination.coordinator.run(key) {
+            try await vault.refreshUnderLock(
+                key, seen: seen, leeway: leeway, coordinator: coordination.coordinator,
+                lockDirectory: coordination.lockDirectory, timeout: timeout, refresh: refresh)
+        }
+    }
+
+    /// The flight itself: lock, read again, refresh only if still needed, save, unlock.
+    private func refreshUnderLock(
+        _ key: CredentialKey,
+        seen: OAuthToken,
+        leeway: TimeInterval,
+        coordinator: RefreshCoordinator,
+        lockDirectory: RefreshLockDirectory?,
+        timeout: Duration,
+        refresh: @Sendable (OAuthToken) async throws -> OAuthToken
+    ) async throws -> OAuthToken {
+        var lock: RefreshLock?
+        if let lockDirectory {
+            lock = try await RefreshLock.acquire(path: lockDirectory.lockFilePath(for: key), timeout: timeout)
+        }
+        defer { lock?.release() }
+
+        guard let current = try await token(for: key) else {
+            throw Self.noToken(key)
+        }
+        if !current.isExpired(leeway: leeway) {
+            logger.debug("token was refreshed by another caller while waiting", metadata: ["key": "\(key)"])
+            return current
+        }
+        let changed = current.accessToken != seen.accessToken || current.refreshToken != seen.refreshToken
+        if changed && !current.isExpired(leeway: 0) {
+            // Another process refreshed while we waited, and the server's tokens are shorter-lived
+            // than the leeway. Refreshing again would only burn a refresh token.
+            logger.debug("using the token another caller just refreshed", metadata: ["key": "\(key)"])
+            return current
+        }
+        guard current.canRefresh else {
+            let why = current.refreshToken == nil ? "holds no refresh token" : "its refresh token has expired too"
+            throw VaultError(
+                .reauthenticationRequired,
+                "The token for \(key) has expired and \(why); log in again to get a new one.")
+        }
+
+        if let rejection = await coordinator.rejection(of: current.refreshToken) {
+            throw Self.reauthenticationRequired(key, rejection)
+        }
+
+        logger.debug("refreshing token", metadata: ["key": "\(key)"])
+        let response: OAuthToken
+        do {
+            response = try await refresh(current)
+        } catch {
+            logger.debug("refresh failed; the stored token is unchanged", metadata: ["key": "\(key)"])
+            let failure = Self.refreshFailure(error, key: key)
+            if let failure = failure as? VaultError, failure.code == .reauthenticationRequired,
+                let oauthError = failure.oauthError
+            {
+                await coordinator.rememberRejected(current.refreshToken, oauthError)
+            }
+            throw failure
+        }
+        let updated = current.updated(byRefresh: response)
+        do {
+            try await saveToken(updated, for: key)
+        } catch {
+            // The server may have rotated the refresh token, and the new one is now only in memory.
+            logger.error(
+                "refreshed a token but could not save it; the next refresh may need a new login",
+                metadata: ["key": "\(key)", "code": "\((error as? VaultError)?.code.description ?? "other")"])
+            throw error
+        }
+        return updated
+    }
+
+    /// The coordinator and lock location for this vault's store.
+    private func refreshCoordination() throws -> (coordinator: RefreshCoordinator, lockDirectory: RefreshLockDirectory?) {
+        let identity: RefreshStoreIdentity
+        let lockDirectory: RefreshLockDirectory?
+        switch store.backendName {
+        case "memory" where store is MemoryStore:
+            // Process memory: nobody outside this process can see it, so no file lock is needed.
+            identity = .object(store as AnyObject)
+            lockDirectory = nil
+        case "file":
+            guard let path = selection.filePath ?? (store as? EncryptedFileStore)?.path else {
+                throw VaultError(
+                    .invalidInput,
+                    "freshToken(for:) needs the vault file's path to place its lock files; open the vault with Vault.open(_:).")
+            }
+            identity = .named("file:\((path as NSString).standardizingPath)")
+            lockDirectory = try RefreshLockDirectory.forVaultFile(path)
+        case "secret-service":
+            identity = .named("secret-service")
+            lockDirectory = try RefreshLockDirectory.forRuntime(scope: "secret-service")
+        default:
+            // A store of the caller's own: it may be shared between processes, so lock anyway.
+            identity = type(of: store as Any) is AnyObject.Type ? .object(store as AnyObject) : .none
+            lockDirectory = try RefreshLockDirectory.forRuntime(scope: "backend:\(store.backendName)")
+        }
+        return (RefreshCoordinatorRegistry.shared.coordinator(for: identity), lockDirectory)
+    }
+
+    private static func noToken(_ key: CredentialKey) -> VaultError {
+        VaultError(.notFound, "No token is stored under \(key); log in first.")
+    }
+
+    /// Turns a refresh closure's failure into what the caller should act on.
+    private static func refreshFailure(_ error: any Error, key: CredentialKey) -> any Error {
+        let oauthError: OAuthErrorResponse?
+        if let error = error as? VaultError {
+            oauthError = error.code == .tokenEndpointError ? error.oauthError : nil
+        } else {
+            oauthError = error as? OAuthErrorResponse
+        }
+        guard let oauthError, oauthError.requiresReauthentication else {
+            return error
+        }
+        return reauthenticationRequired(key, oauthError)
+    }
+
+    private static func reauthenticationRequired(_ key: CredentialKey, _ oauthError: OAuthErrorResponse) -> VaultError {
+        VaultError(
+            .reauthenticationRequired,
+            "The server rejected the refresh token for \(key) (\(oauthError.error)); log in again to get a new one.",
+            underlying: oauthError)
+    }
+}

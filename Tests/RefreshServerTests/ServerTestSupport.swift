@@ -1,0 +1,288 @@
+import Foundation
+import Testing
+import TokenVault
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The authlib server that Scripts/test starts (Tests/oauth-server/server.py).
+struct TestOAuthServer: Sendable {
+    static let clientID = "tokenvault-example"
+
+    let url: URL
+
+    /// The running server, or a failed test that says how to get one. Never a silent skip.
+    static func require() throws -> TestOAuthServer {
+        let value = ProcessInfo.processInfo.environment["TOKENVAULT_TEST_OAUTH_URL"]
+        let text = try #require(
+            value.flatMap { $0.isEmpty ? nil : $0 },
+            "TOKENVAULT_TEST_OAUTH_URL is not set: these tests need the test OAuth server. Run them with Scripts/test (e.g. Scripts/test --filter Refresh).")
+        return TestOAuthServer(url: try #require(URL(string: text)))
+    }
+
+    struct Stats: Decodable, Sendable {
+        var refreshRequests: Int
+        var refreshSucceeded: Int
+        var refreshRejected: Int
+        var reuseDetected: Int
+        var familiesRevoked: Int
+        var tokensIssued: Int
+        var deviceAuthorizations: Int
+
+        enum CodingKeys: String, CodingKey {
+            case refreshRequests = "refresh_requests"
+            case refreshSucceeded = "refresh_succeeded"
+            case refreshRejected = "refresh_rejected"
+            case reuseDetected = "reuse_detected"
+            case familiesRevoked = "families_revoked"
+            case tokensIssued = "tokens_issued"
+            case deviceAuthorizations = "device_authorizations"
+        }
+    }
+
+    func stats(user: String) async throws -> Stats {
+        var components = try #require(URLComponents(url: url.appendingPathComponent("stats"), resolvingAgainstBaseURL: false))
+        components.queryItems = [URLQueryItem(name: "user", value: user)]
+        let (data, status) = try await send(URLRequest(url: try #require(components.url)))
+        try #require(status == 200)
+        return try JSONDecoder().decode(Stats.self, from: data)
+    }
+
+    /// Logs `user` in with the password grant: a new token family, as after a real sign-in.
+    func login(user: String) async throws -> OAuthToken {
+        let (data, status) = try await post("token", [
+            "grant_type": "password", "username": user, "password": "test-password", "client_id": Self.clientID,
+        ])
+        try #require(status == 200, "password login failed with HTTP \(status)")
+        return try OAuthToken(tokenResponse: data)
+    }
+
+    /// Spends `token`'s refresh token behind the vault's back, as a buggy second client would.
+    func spendRefreshToken(of token: OAuthToken) async throws {
+        let (_, status) = try await post("token", [
+            "grant_type": "refresh_token", "refresh_token": try #require(token.refreshToken), "client_id": Self.clientID,
+        ])
+        try #require(status == 200)
+    }
+
+    /// Approves a device user code as `user` would in a browser.
+    func approveDevice(userCode: String, as user: String) async throws {
+        let (_, status) = try await post("device", ["user_code": userCode, "username": user, "approve": "yes"])
+        try #require(status == 200, "approving the device code failed with HTTP \(status)")
+    }
+
+    /// The user the protected API sees for `token`, or nil when it refuses the token.
+    func user(for token: OAuthToken) async throws -> String? {
+        var request = URLRequest(url: url.appendingPathComponent("api/me"))
+        request.setValue("Bearer \(token.accessToken)", forHTTPHeaderField: "Authorization")
+        let (data, status) = try await send(request)
+        guard status == 200 else { return nil }
+        return (try JSONSerialization.jsonObject(with: data) as? [String: Any])?["user"] as? String
+    }
+
+    private func post(_ path: String, _ form: [String: String]) async throws -> (Data, Int) {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        var request = URLRequest(url: url.appendingPathComponent(path))
+        request.httpMethod = "POST"
+        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(
+            form.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }
+                .joined(separator: "&").utf8)
+        return try await send(request)
+    }
+
+    private func send(_ request: URLRequest) async throws -> (Data, Int) {
+        var request = request
+        request.timeoutInterval = 30
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return (data, (response as? HTTPURLResponse)?.statusCode ?? 0)
+    }
+}
+
+/// The stores that several processes can share, and that the cross-process tests run against.
+enum SharedStore: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    /// The encrypted file backend: lock files next to the vault file.
+    case encryptedFile
+    /// A plain test-only directory store (DirectoryStore): lock files in the runtime directory,
+    /// as for the Secret Service.
+    case plainDirectory
+
+    var testDescription: String { rawValue }
+}
+
+/// A private scratch directory with a key file and a file-backend vault configuration.
+struct VaultScratch: Sendable {
+    let directory: String
+    let vaultPath: String
+    let keyFile: String
+
+    init() throws {
+        directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("tv-refresh-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        vaultPath = (directory as NSString).appendingPathComponent("vault/tokens.vault")
+        try FileManager.default.createDirectory(
+            atPath: (vaultPath as NSString).deletingLastPathComponent, withIntermediateDirectories: false,
+            attributes: [.posixPermissions: 0o700])
+        keyFile = (directory as NSString).appendingPathComponent("vault.key")
+        var key = [UInt8](repeating: 0, count: 32)
+        var generator = SystemRandomNumberGenerator()
+        for index in key.indices { key[index] = generator.next() }
+        let hex = key.map { String(format: "%02x", $0) }.joined()
+        guard FileManager.default.createFile(atPath: keyFile, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o600])
+        else { throw ScratchError(description: "could not write the key file") }
+    }
+
+    var configuration: VaultConfiguration {
+        VaultConfiguration(backend: .file, filePath: vaultPath, keySource: .keyFile(keyFile))
+    }
+
+    var storeDirectory: String { path("directory-store") }
+
+    /// A vault over `store`, as the child processes open it.
+    func open(_ store: SharedStore) async throws -> Vault {
+        switch store {
+        case .encryptedFile:
+            return try await Vault.open(configuration)
+        case .plainDirectory:
+            if !FileManager.default.fileExists(atPath: storeDirectory) {
+                try FileManager.default.createDirectory(
+                    atPath: storeDirectory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            }
+            return Vault(store: DirectoryStore(directory: storeDirectory))
+        }
+    }
+
+    /// The environment of a refresh-stress child that opens `store`.
+    func environment(_ store: SharedStore) -> [String: String] {
+        var environment = self.environment
+        if store == .plainDirectory {
+            environment["REFRESH_STRESS_DIRECTORY_STORE"] = storeDirectory
+        } else {
+            environment.removeValue(forKey: "REFRESH_STRESS_DIRECTORY_STORE")
+        }
+        return environment
+    }
+
+    /// The same vault, for a child process.
+    var environment: [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["TOKEN_VAULT_BACKEND"] = "file"
+        environment["TOKEN_VAULT_FILE"] = vaultPath
+        environment["TOKEN_VAULT_KEY_FILE"] = keyFile
+        environment.removeValue(forKey: "TOKEN_VAULT_PASSPHRASE_FILE")
+        return environment
+    }
+
+    func path(_ name: String) -> String {
+        (directory as NSString).appendingPathComponent(name)
+    }
+
+    func remove() {
+        do {
+            try FileManager.default.removeItem(atPath: directory)
+        } catch {
+            Issue.record("could not remove the scratch directory: \(error)")
+        }
+    }
+
+    struct ScratchError: Error, CustomStringConvertible { var description: String }
+}
+
+/// A built executable of this package, run as a child process.
+final class ChildProcess: @unchecked Sendable {
+    let process = Process()
+    let outputPath: String
+    private let exited = AsyncStream<Int32>.makeStream()
+
+    /// The directory holding the test bundle also holds the package's executables.
+    static func executable(_ name: String) throws -> URL {
+        let bundle = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        let url = bundle.appendingPathComponent(name)
+        try #require(
+            FileManager.default.isExecutableFile(atPath: url.path),
+            "\(name) is not built next to the tests; run swift build --build-tests (or Scripts/test) first.")
+        return url
+    }
+
+    init(_ name: String, arguments: [String], environment: [String: String], outputPath: String) throws {
+        self.outputPath = outputPath
+        process.executableURL = try Self.executable(name)
+        process.arguments = arguments
+        process.environment = environment
+        for file in [outputPath, outputPath + ".err"] {
+            guard FileManager.default.createFile(atPath: file, contents: Data()) else {
+                throw VaultScratch.ScratchError(description: "could not create \(file)")
+            }
+        }
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath + ".err"))
+        let continuation = exited.continuation
+        process.terminationHandler = { process in
+            continuation.yield(process.terminationStatus)
+            continuation.finish()
+        }
+    }
+
+    func start() throws {
+        try process.run()
+    }
+
+    /// Waits for the process to exit, killing it if it outlives `bound`.
+    func wait(bound: Duration) async throws -> Int32 {
+        let process = self.process
+        let watchdog = Task {
+            try await Task.sleep(for: bound)
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+        defer { watchdog.cancel() }
+        var status: Int32 = -1
+        for await value in exited.stream { status = value }
+        return status
+    }
+
+    func kill9() {
+        kill(process.processIdentifier, SIGKILL)
+    }
+
+    var output: String {
+        (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+    }
+
+    var errorOutput: String {
+        (try? String(contentsOfFile: outputPath + ".err", encoding: .utf8)) ?? ""
+    }
+
+    /// The JSON lines the child wrote, one dictionary each.
+    func records() throws -> [[String: String]] {
+        try output.split(separator: "\n").map { line in
+            try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])
+        }
+    }
+}
+
+/// Polls until `condition` holds, failing the test after a generous bound.
+func eventually(_ what: String, bound: Duration = .seconds(60), _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now.advanced(by: bound)
+    while try await !condition() {
+        try #require(ContinuousClock.now < deadline, "\(what) did not happen within \(bound)")
+        try await Task.sleep(for: .milliseconds(10))
+    }
+}
+
+/// The same fingerprint refresh-stress prints: FNV-1a 64 of the access token.
+func fingerprint(_ text: String) -> String {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in text.utf8 {
+        hash ^= UInt64(byte)
+        hash = hash &* 0x0000_0100_0000_01b3
+    }
+    return String(hash, radix: 16)
+}
+
+/// A user name and vault service unique to one test, so tests can run in parallel on one server.
+func uniqueName(_ prefix: String) -> String {
+    "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())"
+}

@@ -1,0 +1,358 @@
+#!/usr/bin/env python3
+"""A small, real OAuth 2.0 authorization server for TokenVault's refresh tests.
+
+Built on authlib's Flask integration. It is a test fixture, not a product: state lives in
+memory and every client is public. What it does, and what the tests rely on:
+
+* Listens on 127.0.0.1 on a free port and writes that port to --port-file once bound.
+* Issues bearer tokens whose ``expires_in`` is a few seconds (--expires-in, default 5).
+* Rotates refresh tokens: every refresh returns a new refresh token and spends the old one.
+* Detects reuse: presenting a spent refresh token revokes the whole token family (every
+  access and refresh token descended from the same login) and answers ``invalid_grant``.
+* Counts refresh requests per user and reports them at ``GET /stats?user=NAME``.
+* Grants: ``password`` (how the tests log a fresh user in; any user name, password
+  ``test-password``), ``refresh_token``, and the device authorization grant (RFC 8628) with
+  its device authorization endpoint at ``POST /device_authorization`` and a verification
+  page at ``/device`` where the "user" approves a user code (the tests post to it).
+* ``GET /api/me`` is a protected resource: it answers 200 with the user name for a live
+  access token and 401 for an unknown, expired or revoked one.
+
+It never logs token values: request logging is off, and /stats reports only counts.
+"""
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+
+from authlib.integrations.flask_oauth2 import AuthorizationServer
+from authlib.oauth2.rfc6749 import ClientMixin, TokenMixin, grants
+from authlib.oauth2.rfc8628 import (
+    DEVICE_CODE_GRANT_TYPE,
+    DeviceAuthorizationEndpoint,
+    DeviceCodeGrant,
+    DeviceCredentialDict,
+)
+from flask import Flask, jsonify, request
+from werkzeug.serving import make_server
+
+TEST_PASSWORD = "test-password"
+PUBLIC_CLIENT_ID = "tokenvault-example"
+GRANT_TYPES = ["password", "refresh_token", DEVICE_CODE_GRANT_TYPE]
+
+# One lock around all state. Token requests are handled one at a time, so reuse detection and
+# the counters are exact even when many clients refresh at once.
+STATE_LOCK = threading.RLock()
+
+
+class Client(ClientMixin):
+    def __init__(self, client_id):
+        self.client_id = client_id
+
+    def get_client_id(self):
+        return self.client_id
+
+    def get_default_redirect_uri(self):
+        return None
+
+    def get_allowed_scope(self, scope):
+        return scope or ""
+
+    def check_redirect_uri(self, redirect_uri):
+        return False
+
+    def check_client_secret(self, client_secret):
+        return False
+
+    def check_endpoint_auth_method(self, method, endpoint):
+        return method == "none"
+
+    def check_response_type(self, response_type):
+        return False
+
+    def check_grant_type(self, grant_type):
+        return grant_type in GRANT_TYPES
+
+
+class Token(TokenMixin):
+    def __init__(self, fields, user, client_id, family):
+        self.access_token = fields["access_token"]
+        self.refresh_token = fields.get("refresh_token")
+        self.scope = fields.get("scope", "")
+        self.expires_in = int(fields["expires_in"])
+        self.issued_at = time.time()
+        self.user = user
+        self.client_id = client_id
+        self.family = family
+        self.refresh_spent = False
+
+    def check_client(self, client):
+        return client.get_client_id() == self.client_id
+
+    def get_scope(self):
+        return self.scope
+
+    def get_expires_in(self):
+        return self.expires_in
+
+    def is_expired(self):
+        return time.time() >= self.issued_at + self.expires_in
+
+    def is_revoked(self):
+        return STATE.families[self.family]["revoked"]
+
+    def get_user(self):
+        return self.user
+
+    def get_client(self):
+        return Client(self.client_id)
+
+
+class State:
+    def __init__(self):
+        self.by_access = {}
+        self.by_refresh = {}
+        # family id -> {"user": name, "revoked": bool}
+        self.families = {}
+        # user name -> counters
+        self.stats = {}
+        # device code -> DeviceCredentialDict, user code -> (user, approved)
+        self.device_codes = {}
+        self.user_grants = {}
+
+    def counters(self, user):
+        return self.stats.setdefault(
+            user,
+            {
+                "refresh_requests": 0,
+                "refresh_succeeded": 0,
+                "refresh_rejected": 0,
+                "reuse_detected": 0,
+                "families_revoked": 0,
+                "tokens_issued": 0,
+                "device_authorizations": 0,
+                "device_polls": 0,
+            },
+        )
+
+    def revoke_family(self, family):
+        record = self.families[family]
+        if not record["revoked"]:
+            record["revoked"] = True
+            self.counters(record["user"])["families_revoked"] += 1
+
+
+STATE = State()
+
+
+def query_client(client_id):
+    if client_id == PUBLIC_CLIENT_ID:
+        return Client(client_id)
+    return None
+
+
+def save_token(fields, oauth_request):
+    with STATE_LOCK:
+        user = oauth_request.user
+        previous = oauth_request.refresh_token  # the Token being rotated, for the refresh grant
+        if previous is not None:
+            family = previous.family
+        else:
+            family = uuid.uuid4().hex
+            STATE.families[family] = {"user": user, "revoked": False}
+        token = Token(fields, user, oauth_request.client.get_client_id(), family)
+        STATE.by_access[token.access_token] = token
+        if token.refresh_token:
+            STATE.by_refresh[token.refresh_token] = token
+        STATE.counters(user)["tokens_issued"] += 1
+
+
+class PasswordGrant(grants.ResourceOwnerPasswordCredentialsGrant):
+    TOKEN_ENDPOINT_AUTH_METHODS = ["none"]
+
+    def authenticate_user(self, username, password):
+        if username and password == TEST_PASSWORD:
+            return username
+        return None
+
+
+class RotatingRefreshTokenGrant(grants.RefreshTokenGrant):
+    TOKEN_ENDPOINT_AUTH_METHODS = ["none"]
+    INCLUDE_NEW_REFRESH_TOKEN = True
+
+    def authenticate_refresh_token(self, refresh_token):
+        token = STATE.by_refresh.get(refresh_token)
+        if token is None or token.is_revoked():
+            return None
+        if token.refresh_spent:
+            # Reuse of a rotated refresh token: someone raced or stole it. Revoke the family.
+            STATE.counters(token.user)["reuse_detected"] += 1
+            STATE.revoke_family(token.family)
+            return None
+        return token
+
+    def authenticate_user(self, refresh_token):
+        return refresh_token.user
+
+    def revoke_old_credential(self, refresh_token):
+        refresh_token.refresh_spent = True
+
+
+class ApprovingDeviceCodeGrant(DeviceCodeGrant):
+    TOKEN_ENDPOINT_AUTH_METHODS = ["none"]
+
+    def query_device_credential(self, device_code):
+        return STATE.device_codes.get(device_code)
+
+    def query_user_grant(self, user_code):
+        return STATE.user_grants.get(user_code)
+
+    def should_slow_down(self, credential):
+        now = time.time()
+        last = credential.get("last_poll")
+        credential["last_poll"] = now
+        return last is not None and now - last < credential["interval"] - 0.2
+
+    def create_token_response(self):
+        # A device code is good for one token only.
+        status, body, headers = super().create_token_response()
+        STATE.device_codes.pop(self.request.payload.data.get("device_code"), None)
+        return status, body, headers
+
+
+class TestDeviceAuthorizationEndpoint(DeviceAuthorizationEndpoint):
+    CLIENT_AUTH_METHODS = ["none"]
+    EXPIRES_IN = 600
+    INTERVAL = 1
+
+    def get_verification_uri(self):
+        return request.host_url.rstrip("/") + "/device"
+
+    def save_device_credential(self, client_id, scope, data):
+        with STATE_LOCK:
+            credential = DeviceCredentialDict(
+                client_id=client_id, scope=scope, expires_at=time.time() + data["expires_in"], **data
+            )
+            STATE.device_codes[data["device_code"]] = credential
+
+
+def create_app(expires_in):
+    app = Flask(__name__)
+    app.config["OAUTH2_REFRESH_TOKEN_GENERATOR"] = True
+    app.config["OAUTH2_TOKEN_EXPIRES_IN"] = {
+        "password": expires_in,
+        "refresh_token": expires_in,
+        DEVICE_CODE_GRANT_TYPE: expires_in,
+    }
+    server = AuthorizationServer(app, query_client=query_client, save_token=save_token)
+    server.register_grant(PasswordGrant)
+    server.register_grant(RotatingRefreshTokenGrant)
+    server.register_grant(ApprovingDeviceCodeGrant)
+    server.register_endpoint(TestDeviceAuthorizationEndpoint)
+
+    @app.post("/token")
+    def token():
+        with STATE_LOCK:
+            is_refresh = request.form.get("grant_type") == "refresh_token"
+            user = None
+            if is_refresh:
+                known = STATE.by_refresh.get(request.form.get("refresh_token", ""))
+                user = known.user if known is not None else "(unknown)"
+                STATE.counters(user)["refresh_requests"] += 1
+            elif request.form.get("grant_type") == DEVICE_CODE_GRANT_TYPE:
+                credential = STATE.device_codes.get(request.form.get("device_code", ""))
+                if credential is not None:
+                    grant = STATE.user_grants.get(credential["user_code"])
+                    STATE.counters(grant[0] if grant else "(pending)")["device_polls"] += 1
+            response = server.create_token_response()
+            if is_refresh:
+                counters = STATE.counters(user)
+                if response.status_code == 200:
+                    counters["refresh_succeeded"] += 1
+                else:
+                    counters["refresh_rejected"] += 1
+            return response
+
+    @app.post("/device_authorization")
+    def device_authorization():
+        with STATE_LOCK:
+            return server.create_endpoint_response(TestDeviceAuthorizationEndpoint.ENDPOINT_NAME)
+
+    @app.get("/device")
+    def device_page():
+        return (
+            "<form method=post>User code <input name=user_code> User <input name=username>"
+            "<button name=approve value=yes>Approve</button><button name=approve value=no>Deny</button></form>"
+        )
+
+    @app.post("/device")
+    def device_approve():
+        user_code = request.form.get("user_code", "").strip().upper()
+        username = request.form.get("username", "").strip()
+        approved = request.form.get("approve", "yes") == "yes"
+        with STATE_LOCK:
+            known = any(c["user_code"] == user_code for c in STATE.device_codes.values())
+            if not known or not username:
+                return jsonify(error="unknown user code or missing user"), 400
+            STATE.user_grants[user_code] = (username, approved)
+            if approved:
+                STATE.counters(username)["device_authorizations"] += 1
+        return jsonify(approved=approved)
+
+    @app.get("/api/me")
+    def me():
+        header = request.headers.get("Authorization", "")
+        scheme, _, value = header.partition(" ")
+        with STATE_LOCK:
+            token = STATE.by_access.get(value) if scheme.lower() == "bearer" else None
+            if token is None or token.is_expired() or token.is_revoked():
+                return jsonify(error="invalid_token"), 401, {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+            return jsonify(user=token.user)
+
+    @app.get("/stats")
+    def stats():
+        user = request.args.get("user")
+        with STATE_LOCK:
+            if user is None:
+                return jsonify(users=sorted(STATE.stats))
+            return jsonify(STATE.counters(user))
+
+    @app.get("/health")
+    def health():
+        return jsonify(ok=True)
+
+    return app
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--port-file", help="write the bound port here once listening")
+    parser.add_argument("--expires-in", type=int, default=5, help="access token lifetime in seconds")
+    args = parser.parse_args()
+    # werkzeug's access log names paths only, but keep the output to startup and errors.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+    httpd = make_server("127.0.0.1", args.port, create_app(args.expires_in), threaded=True)
+    port = httpd.server_port
+    if args.port_file:
+        temporary = args.port_file + ".tmp"
+        with open(temporary, "w") as handle:
+            handle.write(f"{port}\n")
+        os.replace(temporary, args.port_file)
+    print(f"oauth-server: listening on http://127.0.0.1:{port}", file=sys.stderr, flush=True)
+
+    def stop(signum, frame):
+        threading.Thread(target=httpd.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
