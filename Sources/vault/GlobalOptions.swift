@@ -69,8 +69,9 @@ struct GlobalOptions: ParsableArguments {
 
     /// Opens the vault. When the encrypted file will be used, no key was given and there is a
     /// terminal, asks for the passphrase there with echo off (twice when creating the file).
-    func openVault() async throws -> Vault {
+    func openVault(forcingFile: Bool = false) async throws -> Vault {
         var configuration = try configuration()
+        if forcingFile { configuration.backend = .file }
         if configuration.keySource == nil, try await usesFile(configuration),
             let terminal = Terminal.openControllingTerminal()
         {

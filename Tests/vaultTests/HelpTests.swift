@@ -55,6 +55,8 @@ import Testing
                                   there are.
           migrate                 Move OAuth tokens out of a plain UserDefaults plist
                                   into the vault.
+          rekey                   Change the key or passphrase of an encrypted file
+                                  vault.
 
           See 'vault help <subcommand>' for detailed help.
 

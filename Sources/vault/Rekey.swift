@@ -1,0 +1,98 @@
+import ArgumentParser
+import Foundation
+import TokenVault
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+extension VaultCommand {
+    struct Rekey: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Change the key or passphrase of an encrypted file vault.",
+            discussion: """
+                Opens the vault with the current key (the global --key-file or \
+                --passphrase-file, or a passphrase typed at the terminal) and rewrites the whole \
+                file atomically under the new one: a temporary file in the same directory, \
+                fsync, rename. If anything fails, the old file stays as it was. With neither \
+                --new-key-file nor --new-passphrase-file, the new passphrase is asked for twice \
+                at the terminal. The Secret Service has no key of ours to change.
+                """
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        @Option(help: ArgumentHelp("A file holding the new 32-byte key (raw, hex or base64).", valueName: "path"),
+            completion: .file())
+        var newKeyFile: String?
+
+        @Option(help: ArgumentHelp("A file holding the new passphrase.", valueName: "path"), completion: .file())
+        var newPassphraseFile: String?
+
+        @Option(help: ArgumentHelp(
+            "Argon2id cost for a new passphrase: interactive, moderate (default) or sensitive.", valueName: "cost"))
+        var kdf: String?
+
+        func validate() throws {
+            if newKeyFile != nil && newPassphraseFile != nil {
+                throw ValidationError("Give --new-key-file or --new-passphrase-file, not both.")
+            }
+            if kdf != nil, newKeyFile != nil {
+                throw ValidationError("--kdf applies to a new passphrase, not to a key file.")
+            }
+            _ = try kdfParameters()
+            if try global.configuration().backend == .secretService {
+                throw ValidationError("rekey applies to the encrypted file backend; the Secret Service has no key of ours to change.")
+            }
+        }
+
+        private func kdfParameters() throws -> EncryptedFileStore.KDFParameters? {
+            switch kdf {
+            case nil: return nil
+            case "interactive": return .interactive
+            case "moderate": return .moderate
+            case "sensitive": return .sensitive
+            case let other?: throw ValidationError("--kdf must be interactive, moderate or sensitive; it is '\(other)'.")
+            }
+        }
+
+        func run() async throws {
+            var configuration = try global.configuration()
+            configuration.backend = .file
+            let path = configuration.resolvedFilePath
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw VaultError(.notFound, "There is no vault file at \(path) to rekey.")
+            }
+            let newSource = try newKeySource(for: path)
+            let vault = try await global.openVault(forcingFile: true)
+            guard let store = vault.store as? EncryptedFileStore else {
+                throw VaultError(.backendUnavailable, "rekey needs the encrypted file backend.")
+            }
+            let kdf = try kdfParameters()
+            try await store.rekey(to: newSource, kdf: kdf)
+            let count = try await store.keys().count
+            Output.note("Rekeyed \(path) (\(count) \(count == 1 ? "entry" : "entries")) to the \(newSource).")
+        }
+
+        private func newKeySource(for path: String) throws -> VaultConfiguration.KeySource {
+            if let newKeyFile { return .keyFile(newKeyFile) }
+            if let newPassphraseFile { return .passphraseFile(newPassphraseFile) }
+            guard let terminal = Terminal.openControllingTerminal() else {
+                throw ValidationError("Give --new-key-file or --new-passphrase-file, or run at a terminal to type a new passphrase.")
+            }
+            defer { _ = close(terminal) }
+            let passphrase = try Terminal.readSecret(
+                prompt: "New passphrase for \(path): ", input: terminal, output: terminal)
+            guard passphrase.count > 0 else {
+                throw VaultError(.invalidInput, "The passphrase must not be empty.")
+            }
+            let again = try Terminal.readSecret(prompt: "Repeat the new passphrase: ", input: terminal, output: terminal)
+            guard again == passphrase else {
+                throw VaultError(.invalidInput, "The two passphrases differ; the vault was not changed.")
+            }
+            return .passphrase(passphrase)
+        }
+    }
+}
