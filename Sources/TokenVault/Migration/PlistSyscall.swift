@@ -6,32 +6,19 @@ import Foundation
     internal import Darwin
 #endif
 
-/// The thin POSIX wrapper the migration's file work goes through: retries on `EINTR` and turns
-/// `-1` into a ``VaultError`` that names the operation and the path, never file contents.
+/// The migration's file work: reading a plist and replacing it atomically. Every call goes
+/// through ``Posix``, which retries `EINTR` and turns `-1` into a ``VaultError`` that names the
+/// operation and the path, never file contents.
 enum PlistSyscall {
     @discardableResult
     static func call<Result: FixedWidthInteger>(
         _ operation: String, _ path: String, _ body: () -> Result
     ) throws -> Result {
-        while true {
-            let result = body()
-            if result != -1 { return result }
-            let number = errno
-            if number == EINTR { continue }
-            throw error(errno: number, operation: operation, path: path)
-        }
+        try Posix.call(operation, path: path, role: .plist, body)
     }
 
     static func error(errno number: Int32, operation: String, path: String) -> VaultError {
-        let reason = String(cString: strerror(number))
-        let code: VaultError.Code
-        switch number {
-        case EACCES, EPERM, EROFS: code = .permissionDenied
-        case ENOSPC, EDQUOT: code = .diskFull
-        case ENOENT: code = .notFound
-        default: code = .io
-        }
-        return VaultError(code, "Could not \(operation) \(path): \(reason).")
+        Posix.error(errno: number, operation: operation, path: path, role: .plist)
     }
 
     /// Reads a whole regular file, refusing anything larger than `limit` bytes.

@@ -172,31 +172,14 @@ struct RefreshLockDirectory: Sendable {
     }
 }
 
-/// The one place where the refresh lock's C calls become Swift errors.
+/// The refresh lock's C calls, through the library's one POSIX wrapper.
 enum LockSyscall {
-    /// Runs `call`, retrying on `EINTR`, and turns `-1` into a thrown ``VaultError``.
     @discardableResult
     static func check(_ action: String, _ path: String, _ call: () -> Int32) throws -> Int32 {
-        while true {
-            let result = call()
-            if result != -1 { return result }
-            let error = errno
-            if error == EINTR { continue }
-            throw Self.error(error, action, path)
-        }
+        try Posix.call(action, path: path, role: .refreshLock, call)
     }
 
     static func error(_ code: Int32, _ action: String, _ path: String) -> VaultError {
-        let reason = String(cString: strerror(code))
-        switch code {
-        case EACCES, EPERM:
-            return VaultError(.permissionDenied, "Could not \(action) \(path): \(reason).")
-        case ELOOP:
-            return VaultError(.insecurePermissions, "Could not \(action) \(path): it is a symbolic link.")
-        case ENOSPC, EDQUOT:
-            return VaultError(.diskFull, "Could not \(action) \(path): \(reason).")
-        default:
-            return VaultError(.io, "Could not \(action) \(path): \(reason).")
-        }
+        Posix.error(errno: code, operation: action, path: path, role: .refreshLock)
     }
 }

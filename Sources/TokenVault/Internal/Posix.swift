@@ -11,7 +11,8 @@ private typealias CStat = stat
 private func cStat(_ path: String, _ buffer: inout CStat) -> Int32 { stat(path, &buffer) }
 private func cFlock(_ fd: Int32, _ operation: Int32) -> Int32 { flock(fd, operation) }
 
-/// The one thin wrapper every POSIX call of the file backend goes through.
+/// The one thin wrapper every POSIX call of the library goes through: the file backend, the
+/// migration's plist rewrite and the refresh locks.
 ///
 /// It retries `EINTR`, turns `-1` into a thrown ``VaultError`` and maps `errno` to a code in one
 /// place (as swift-system's `valueOrErrno` does). Messages name the operation and the path, and
@@ -20,6 +21,10 @@ enum Posix {
     /// What a path is, for the `ENOENT` mapping: a missing key file has its own code.
     enum Role {
         case vault, keyFile, directory, lockFile
+        /// A defaults plist being migrated: a missing one is `notFound`.
+        case plist
+        /// A refresh lock file or directory, opened with `O_NOFOLLOW`: a symbolic link is refused.
+        case refreshLock
     }
 
     /// Runs `body` until it does not fail with `EINTR`; throws on `-1`.
@@ -47,13 +52,21 @@ enum Posix {
             return VaultError(
                 .permissionDenied, "Cannot \(operation) \(path): \(reason).", underlying: Errno(rawValue: code))
         case ENOSPC, EDQUOT, EFBIG:
+            let consequence =
+                role == .plist
+                ? "The plist was not changed" : "The vault keeps its last complete state"
             return VaultError(
                 .diskFull,
-                "Cannot \(operation) \(path): \(reason). The vault keeps its last complete state; free some space and try again.",
+                "Cannot \(operation) \(path): \(reason). \(consequence); free some space and try again.",
                 underlying: Errno(rawValue: code))
         case ENOENT where role == .keyFile:
             return VaultError(
                 .keyFileMissing, "The key or passphrase file \(path) does not exist.", underlying: Errno(rawValue: code))
+        case ENOENT where role == .plist:
+            return VaultError(.notFound, "Cannot \(operation) \(path): \(reason).", underlying: Errno(rawValue: code))
+        case ELOOP where role == .refreshLock:
+            return VaultError(
+                .insecurePermissions, "Cannot \(operation) \(path): it is a symbolic link.", underlying: Errno(rawValue: code))
         default:
             return VaultError(.io, "Cannot \(operation) \(path): \(reason).", underlying: Errno(rawValue: code))
         }
