@@ -66,9 +66,16 @@ let package = Package(
             name: "refresh-stress",
             dependencies: ["TokenVault"]
         ),
+        // The fuzz properties (Fuzz/FuzzHarness), shared by the libFuzzer targets and the regression
+        // tests that replay their fixtures. Not a product; uses only TokenVault's public API.
+        .target(
+            name: "FuzzHarness",
+            dependencies: ["TokenVault", "CSodium"],
+            path: "Fuzz/FuzzHarness"
+        ),
         .testTarget(
             name: "TokenVaultTests",
-            dependencies: ["TokenVault", "tutorial-defaults", "vault-file-stress"],
+            dependencies: ["TokenVault", "FuzzHarness", "tutorial-defaults", "vault-file-stress"],
             resources: [.copy("Fixtures")]
         ),
         .testTarget(
@@ -85,15 +92,17 @@ let package = Package(
 )
 
 // Fuzz targets (libFuzzer) are built only by Scripts/fuzz, which sets TOKENVAULT_FUZZ: they have
-// no `main` of their own and link only with -sanitize=fuzzer.
+// no `main` of their own and link only with -sanitize=fuzzer. Their seeds (Fuzz/<name>/corpus)
+// are data, not sources.
 if Context.environment["TOKENVAULT_FUZZ"] != nil {
     for name in ["FuzzTokenResponse"] {
         package.products.append(.executable(name: name, targets: [name]))
         package.targets.append(
             .executableTarget(
                 name: name,
-                dependencies: ["TokenVault"],
+                dependencies: ["FuzzHarness"],
                 path: "Fuzz/\(name)",
+                exclude: ["corpus"],
                 swiftSettings: [.unsafeFlags(["-parse-as-library"])]
             )
         )

@@ -1,26 +1,13 @@
-import Foundation
-import TokenVault
+import FuzzHarness
 
 /// libFuzzer entry point: arbitrary bytes as a token endpoint response body.
-///
-/// The property: no input crashes, hangs or allocates without bound. Bad input only throws a
-/// `VaultError`, and a parsed token survives its stored form unchanged.
+/// The property is ``TokenResponseProperty``; the regression tests check the same one.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzTokenResponse(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
-    let body = start.map { Data(bytes: $0, count: count) } ?? Data()
     do {
-        let token = try OAuthToken(tokenResponse: body, receivedAt: Date(timeIntervalSince1970: 1_700_000_000))
-        _ = token.description
-        _ = token.isExpired(at: Date(timeIntervalSince1970: 1_700_000_000))
-        let stored = try token.storedForm()
-        let again = try OAuthToken(storedForm: stored)
-        if again != token {
-            fatalError("a parsed token did not survive its stored form")
-        }
-    } catch is VaultError {
-        // Bad input must throw exactly this type.
+        _ = try TokenResponseProperty.check(FuzzEntry.bytes(start, count))
     } catch {
-        fatalError("unexpected error type \(type(of: error))")
+        fatalError("fuzz property violated: \(error)")
     }
     return 0
 }
