@@ -93,9 +93,9 @@ let package = Package(
 
 // Fuzz targets (libFuzzer) are built only by Scripts/fuzz, which sets TOKENVAULT_FUZZ: they have
 // no `main` of their own and link only with -sanitize=fuzzer. Their seeds (Fuzz/<name>/corpus)
-// are data, not sources.
+// are data, not sources. FuzzSeeds writes those seeds (`Scripts/fuzz seeds`).
 if Context.environment["TOKENVAULT_FUZZ"] != nil {
-    for name in ["FuzzTokenResponse"] {
+    for name in ["FuzzTokenResponse", "FuzzVaultFile", "FuzzMigrationDetector"] {
         package.products.append(.executable(name: name, targets: [name]))
         package.targets.append(
             .executableTarget(
@@ -107,6 +107,8 @@ if Context.environment["TOKENVAULT_FUZZ"] != nil {
             )
         )
     }
+    package.targets.append(
+        .executableTarget(name: "FuzzSeeds", dependencies: ["TokenVault", "FuzzHarness"], path: "Fuzz/FuzzSeeds"))
 }
 
 // Strict settings, applied to every Swift target in one place (as swift-log does).

@@ -33,4 +33,62 @@ import TokenVault
             }
         }
     }
+
+    // MARK: FuzzVaultFile
+
+    @Test func vaultFileFixturesKeepTheProperty() async throws {
+        let directory = try TemporaryDirectory()
+        let property = try VaultFileProperty(directory: directory.path)
+        let fixtures = try Self.fixtures("FuzzVaultFile")
+        var opened = 0
+        for (name, bytes) in fixtures {
+            do {
+                if case .opened(let entries) = try await property.check(bytes), entries > 0 { opened += 1 }
+            } catch {
+                Issue.record("FuzzVaultFile fixture \(name): \(error)")
+            }
+        }
+        // Some fixtures must get past authentication, or they test only the first checks.
+        #expect(opened >= 3, "only \(opened) FuzzVaultFile fixtures open with entries")
+    }
+
+    /// The harness seals records exactly as the library reads them: without this, the
+    /// sealed-records mode would fuzz nothing past the tag check.
+    @Test func vaultFileHarnessSealsRecordsTheLibraryOpens() async throws {
+        let directory = try TemporaryDirectory()
+        let property = try VaultFileProperty(directory: directory.path)
+        let put = VaultFileInput.plaintext(
+            operation: 1, service: Array("svc".utf8), account: Array("acct".utf8), secret: Array("s3cr3t-fake".utf8))
+        let input = VaultFileInput.sealedRecordsInput([put])
+        #expect(try await property.check(input) == .opened(entries: 1))
+
+        // Read back through the library directly, not through the harness.
+        try FileTestSupport.write(VaultFileInput.fileBytes(input), to: directory.path + "/probe")
+        let reopened = try await EncryptedFileStore.open(path: directory.path + "/probe", keySource: .keyFile(directory.path + "/key"))
+        #expect(try await reopened.load(CredentialKey(service: "svc", account: "acct")) == Data("s3cr3t-fake".utf8))
+
+        // The same input sealed under the wrong sequence number is a torn last record: no entry.
+        #expect(try await property.check(VaultFileInput.sealedRecordsInput([put], control: 0x20)) == .opened(entries: 0))
+        // And a batch that never ends applies nothing.
+        let open = VaultFileInput.plaintext(
+            operation: 1, continues: true, service: Array("svc".utf8), account: Array("acct".utf8), secret: [1])
+        #expect(try await property.check(VaultFileInput.sealedRecordsInput([put, open])) == .opened(entries: 1))
+    }
+
+    // MARK: FuzzMigrationDetector
+
+    @Test func migrationFixturesKeepTheProperty() async throws {
+        let directory = try TemporaryDirectory()
+        let property = MigrationProperty(directory: directory.path)
+        let fixtures = try Self.fixtures("FuzzMigrationDetector")
+        var migrated = 0
+        for (name, bytes) in fixtures {
+            do {
+                if try await property.check(bytes) == .migrated { migrated += 1 }
+            } catch {
+                Issue.record("FuzzMigrationDetector fixture \(name): \(error)")
+            }
+        }
+        #expect(migrated >= 2, "only \(migrated) FuzzMigrationDetector fixtures migrate a token")
+    }
 }
