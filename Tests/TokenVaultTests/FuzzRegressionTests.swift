@@ -91,4 +91,16 @@ import TokenVault
         }
         #expect(migrated >= 2, "only \(migrated) FuzzMigrationDetector fixtures migrate a token")
     }
+
+    /// swift-corelibs-foundation crashes on a binary plist that holds a non-empty set (found by
+    /// the fuzzer as a tutorial plist whose top-level dictionary marker became a set's); as a
+    /// whole plist it is refused, and as a `Data` value it is not a token model.
+    @Test func binaryPlistsWithSetsAreRefusedNotParsed() async throws {
+        let directory = try TemporaryDirectory()
+        let property = MigrationProperty(directory: directory.path)
+        let topLevel = try Self.fixture("FuzzMigrationDetector", "crash-binary-plist-top-level-set")
+        #expect(try await property.check(topLevel) == .rejected(.invalidInput))
+        let inData = try Self.fixture("FuzzMigrationDetector", "crash-set-inside-data-value.plist")
+        #expect(try await property.check(inData) == .noTokens)
+    }
 }

@@ -39,7 +39,7 @@ struct PlistDocument {
         var format = PropertyListSerialization.PropertyListFormat.xml
         let root: Any
         do {
-            root = try PropertyListSerialization.propertyList(from: bytes, options: [], format: &format)
+            root = try propertyList(from: bytes, format: &format)
         } catch {
             // The parser's message may quote the file's contents, so it is not passed on.
             throw VaultError(.invalidInput, "\(path) is not a readable property list (it may be corrupt); nothing was changed.")
@@ -51,6 +51,48 @@ struct PlistDocument {
             path: path, bytes: bytes, format: format, dictionary: dictionary,
             mode: info.st_mode, owner: info.st_uid, group: info.st_gid
         )
+    }
+
+    /// Parses a property list, as `PropertyListSerialization` does, but first refuses a binary
+    /// plist that holds a set or whose object table cannot be checked.
+    ///
+    /// Sets are not property-list types, but the binary format can encode them, and
+    /// swift-corelibs-foundation crashes (a null pointer dereference while bridging the NSSet)
+    /// on any binary plist that holds a non-empty one: a hostile plist would take the process
+    /// down instead of being refused. Found by Fuzz/FuzzMigrationDetector.
+    static func propertyList(from data: Data, format: inout PropertyListSerialization.PropertyListFormat) throws -> Any {
+        guard binaryPlistIsFreeOfSets(data) else {
+            throw VaultError(.invalidInput, "The data is a binary property list that holds a set or is damaged.")
+        }
+        return try PropertyListSerialization.propertyList(from: data, options: [], format: &format)
+    }
+
+    /// Whether `data` is not a binary plist (`bplist0…`, what CoreFoundation parses as one), or is
+    /// one whose every object, as listed in its offset table, is something other than a set
+    /// (marker `0xC_`). A trailer or offset table that does not fit counts as not free of sets.
+    static func binaryPlistIsFreeOfSets(_ data: Data) -> Bool {
+        let bytes = [UInt8](data.prefix(7))
+        guard bytes == Array("bplist0".utf8) else { return true }
+        return data.withUnsafeBytes { (all: UnsafeRawBufferPointer) -> Bool in
+            // Trailer (32 bytes): 6 unused, offset size, ref size, object count, top object, table offset (u64 BE).
+            let trailerLength = 32
+            guard all.count >= 8 + 1 + trailerLength else { return false }
+            let trailer = all.count - trailerLength
+            func readBE(at offset: Int, size: Int) -> UInt64 {
+                (0..<size).reduce(UInt64(0)) { $0 << 8 | UInt64(all[offset + $1]) }
+            }
+            let offsetSize = Int(all[trailer + 6])
+            let objectCount = readBE(at: trailer + 8, size: 8)
+            let tableOffset = readBE(at: trailer + 24, size: 8)
+            guard (1...8).contains(offsetSize), tableOffset >= 8, tableOffset <= UInt64(trailer),
+                objectCount <= UInt64(trailer - Int(tableOffset)) / UInt64(offsetSize)
+            else { return false }
+            for index in 0..<Int(objectCount) {
+                let object = readBE(at: Int(tableOffset) + index * offsetSize, size: offsetSize)
+                if object < UInt64(all.count), all[Int(object)] & 0xF0 == 0xC0 { return false }
+            }
+            return true
+        }
     }
 
     /// The plist serialized in its own format without `removedKeys`, checked to parse back to

@@ -73,7 +73,7 @@ struct TokenDetector {
                 return model(fields: dictionary)
             }
             var format = PropertyListSerialization.PropertyListFormat.xml
-            if let object = try? PropertyListSerialization.propertyList(from: data, options: [], format: &format),
+            if let object = try? PlistDocument.propertyList(from: data, format: &format),
                 let dictionary = object as? [String: Any]
             {
                 return model(fields: dictionary)
