@@ -75,6 +75,26 @@ import TokenVault
         #expect(try await property.check(VaultFileInput.sealedRecordsInput([put, open])) == .opened(entries: 1))
     }
 
+    /// A record whose service name is not UTF-8 used to be repaired into U+FFFD characters on
+    /// open; 21,846 bytes of 0xFF became a 65,538-byte name, and compaction trapped sealing it
+    /// again (its length field is a u16). Names are now refused unless they are 1…1024 bytes of
+    /// UTF-8, as the FileFormat article says.
+    @Test func recordNamesMustBeShortValidUTF8() async throws {
+        let directory = try TemporaryDirectory()
+        let property = try VaultFileProperty(directory: directory.path)
+        func put(service: [UInt8]) -> [UInt8] {
+            VaultFileInput.sealedRecordsInput([
+                VaultFileInput.plaintext(operation: 1, service: service, account: Array("a".utf8), secret: Array("x".utf8))
+            ])
+        }
+        let crasher = try Self.fixture("FuzzVaultFile", "crash-compaction-invalid-utf8-service")
+        #expect(try await property.check(crasher) == .rejected(.integrityFailure))
+        #expect(try await property.check(put(service: [0x61, 0xFF])) == .rejected(.integrityFailure))
+        #expect(try await property.check(put(service: [UInt8](repeating: 0x61, count: 1025))) == .rejected(.integrityFailure))
+        #expect(try await property.check(put(service: [UInt8](repeating: 0x61, count: 1024))) == .opened(entries: 1))
+        #expect(try await property.check(put(service: Array("café".utf8))) == .opened(entries: 1))
+    }
+
     // MARK: FuzzMigrationDetector
 
     @Test func migrationFixturesKeepTheProperty() async throws {

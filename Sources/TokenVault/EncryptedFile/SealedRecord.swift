@@ -117,6 +117,8 @@ struct SealedRecord {
         var secretRange: Range<Int>
     }
 
+    /// `nil` for an unknown operation, lengths that do not add up, a name that is empty, longer
+    /// than ``CredentialKey/maximumPartLength`` or not UTF-8, or a delete with a secret.
     static func decodePlaintext(_ plaintext: UnsafeRawBufferPointer) -> Opened? {
         guard plaintext.count >= plaintextHeaderLength,
             let operation = Operation(rawValue: plaintext[0] & ~batchContinues)
@@ -125,11 +127,18 @@ struct SealedRecord {
         let accountCount = Int(UInt16(littleEndian: plaintext.loadUnaligned(fromByteOffset: 3, as: UInt16.self)))
         let secretCount = Int(UInt32(littleEndian: plaintext.loadUnaligned(fromByteOffset: 5, as: UInt32.self)))
         let secretStart = plaintextHeaderLength + serviceCount + accountCount
-        guard serviceCount > 0, accountCount > 0, secretStart + secretCount == plaintext.count,
+        let names = 1...CredentialKey.maximumPartLength
+        guard names.contains(serviceCount), names.contains(accountCount), secretStart + secretCount == plaintext.count,
             operation == .put || secretCount == 0
         else { return nil }
-        let service = String(decoding: plaintext[plaintextHeaderLength..<plaintextHeaderLength + serviceCount], as: UTF8.self)
-        let account = String(decoding: plaintext[plaintextHeaderLength + serviceCount..<secretStart], as: UTF8.self)
+        // Names are taken as they were written: invalid UTF-8 is malformed, not repaired. A repair
+        // would rename the entry on the next compaction, and can triple a name's length past
+        // what the u16 length field holds (a trap when the record is sealed again).
+        guard
+            let service = String(
+                validating: plaintext[plaintextHeaderLength..<plaintextHeaderLength + serviceCount], as: UTF8.self),
+            let account = String(validating: plaintext[plaintextHeaderLength + serviceCount..<secretStart], as: UTF8.self)
+        else { return nil }
         return Opened(
             operation: operation, continues: plaintext[0] & batchContinues != 0,
             key: CredentialKey(trustedService: service, account: account),
