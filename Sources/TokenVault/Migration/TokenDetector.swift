@@ -73,7 +73,7 @@ struct TokenDetector {
                 return model(fields: dictionary)
             }
             var format = PropertyListSerialization.PropertyListFormat.xml
-            if let object = try? PlistDocument.propertyList(from: data, format: &format),
+            if Self.startsLikeAPlist(data), let object = try? PlistDocument.propertyList(from: data, format: &format),
                 let dictionary = object as? [String: Any]
             {
                 return model(fields: dictionary)
@@ -88,6 +88,15 @@ struct TokenDetector {
             return model(fields: dictionary)
         }
         return nil
+    }
+
+    /// Whether `data` starts as a binary (`bplist0`) or XML (`<`, after whitespace or a BOM) plist.
+    /// Other `Data` (images, archives) is not handed to the plist parser: on Linux, Foundation
+    /// leaks its error (about 600 bytes) on every parse that fails.
+    static func startsLikeAPlist(_ data: Data) -> Bool {
+        if data.starts(with: Array("bplist0".utf8)) { return true }
+        let text = data.prefix(64).drop { [0x20, 0x09, 0x0A, 0x0D].contains($0) }
+        return text.starts(with: [0x3C]) || text.starts(with: [0xEF, 0xBB, 0xBF, 0x3C])
     }
 
     private func model(fields: [String: Any]) -> OAuthToken? {

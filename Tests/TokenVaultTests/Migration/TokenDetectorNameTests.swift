@@ -51,6 +51,9 @@ import TokenVault
         #expect(try await migratedKeys(["credentials": String(decoding: json, as: UTF8.self)]) == ["credentials"])
         let plistData = try PropertyListSerialization.data(fromPropertyList: model, format: .binary, options: 0)
         #expect(try await migratedKeys(["stored": plistData]) == ["stored"])
+        let xmlData = try PropertyListSerialization.data(fromPropertyList: model, format: .xml, options: 0)
+        #expect(try await migratedKeys(["stored": xmlData]) == ["stored"])
+        #expect(try await migratedKeys(["stored": Data("\n  ".utf8) + xmlData]) == ["stored"])
     }
 
     @Test func dataThatIsNotATokenModelIsLeftAlone() async throws {
