@@ -123,4 +123,21 @@ import TokenVault
         let inData = try Self.fixture("FuzzMigrationDetector", "crash-set-inside-data-value.plist")
         #expect(try await property.check(inData) == .noTokens)
     }
+
+    /// A token model whose `expires_at` is a binary-plist date holding NaN crashed the migration
+    /// when it wrote the token (Int64(NaN) in the stored form). A date that is not a time is now
+    /// no expiry at all.
+    @Test func aNaNDateInAPlistIsNoExpiry() async throws {
+        let directory = try TemporaryDirectory()
+        let bytes = try Self.fixture("FuzzMigrationDetector", "crash-nan-expiry-date")
+        #expect(try await MigrationProperty(directory: directory.path).check(bytes) == .migrated)
+
+        let url = URL(fileURLWithPath: directory.file("nan.plist"))
+        try Data(bytes).write(to: url)
+        let vault = Vault(store: MemoryStore())
+        let report = try await vault.migrateDefaults(plistAt: url, options: MigrationOptions(removeSource: false))
+        let entry = try #require(report.entries.first)
+        let token = try #require(try await vault.token(for: entry))
+        #expect(token.expiresAt == nil)
+    }
 }

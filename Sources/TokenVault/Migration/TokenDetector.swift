@@ -131,7 +131,8 @@ struct TokenDetector {
     private func date(_ value: Any?) -> Date? {
         switch value {
         case let date as Date:
-            return date
+            // A binary plist can hold NaN or infinity as a date; neither is a time.
+            return date.timeIntervalSince1970.isFinite ? date : nil
         case let text as String:
             return ISO8601DateFormatter().date(from: text)
         case let number as NSNumber where !number.isBoolean:
@@ -190,7 +191,8 @@ struct TokenDetector {
                     continue
                 }
             }
-            if explicit == nil, let date = value as? Date, Self.normalized(name).contains("expir"),
+            if explicit == nil, let date = value as? Date, date.timeIntervalSince1970.isFinite,
+                Self.normalized(name).contains("expir"),
                 !Self.normalized(name).contains("refresh")
             {
                 expiry = (name, date)

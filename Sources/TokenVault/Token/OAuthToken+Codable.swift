@@ -68,7 +68,9 @@ extension OAuthToken: Codable {
 
     private static func unixSeconds(_ date: Date) -> Int64 {
         let seconds = date.timeIntervalSince1970.rounded()
-        // Dates outside ±292 billion years cannot be stored; clamp rather than trap.
+        // Dates outside ±292 billion years cannot be stored; clamp rather than trap. A NaN date
+        // (not a time at all) is stored as 0, so such an expiry reads back as long past.
+        guard !seconds.isNaN else { return 0 }
         return seconds >= Double(Int64.max) ? .max : seconds <= Double(Int64.min) ? .min : Int64(seconds)
     }
 

@@ -77,6 +77,18 @@ import TokenVault
         #expect(text.contains(#""v":1"#))
     }
 
+    /// A date that is not a time (NaN, as a binary plist can hold) trapped in storedForm();
+    /// it is stored as 0, so an expiry that is not a time reads back as long past.
+    @Test func storedFormOfDatesThatAreNotTimes() throws {
+        var token = Self.sample()
+        token.expiresAt = Date(timeIntervalSince1970: .nan)
+        token.refreshTokenExpiresAt = Date(timeIntervalSince1970: .infinity)
+        let back = try OAuthToken(storedForm: token.storedForm())
+        #expect(back.expiresAt == Date(timeIntervalSince1970: 0))
+        #expect(back.isExpired(at: Self.now))
+        #expect(try #require(back.refreshTokenExpiresAt) > Self.now.addingTimeInterval(1e15))
+    }
+
     @Test func decodesTheFixtureWrittenByRelease010() throws {
         // Written on 2026-11-22 by version 0.1.0. This file must keep decoding in every release.
         let url = try #require(Bundle.module.url(forResource: "Fixtures/stored-token-v1", withExtension: "json"))
