@@ -20,36 +20,63 @@ import TokenVault
         try #require(try fixtures(target).first { $0.name == name }).bytes
     }
 
-    // MARK: FuzzTokenResponse
-
-    @Test func tokenResponseFixturesKeepTheProperty() throws {
-        let fixtures = try Self.fixtures("FuzzTokenResponse")
-        #expect(!fixtures.isEmpty)
+    /// Replays every fixture of `target` through `check` and compares the outcome with
+    /// `expected`, which must name every fixture: a new fixture needs its outcome written down.
+    static func replay<Outcome: Equatable>(
+        _ target: String, expected: [String: Outcome], _ check: ([UInt8]) async throws -> Outcome
+    ) async throws {
+        let fixtures = try Self.fixtures(target)
+        #expect(Set(fixtures.map(\.name)) == Set(expected.keys), "\(target): fixtures and expected outcomes differ")
         for (name, bytes) in fixtures {
             do {
-                _ = try TokenResponseProperty.check(bytes)
+                let outcome = try await check(bytes)
+                #expect(outcome == expected[name], "\(target) fixture \(name)")
             } catch {
-                Issue.record("FuzzTokenResponse fixture \(name): \(error)")
+                Issue.record("\(target) fixture \(name): \(error)")
             }
         }
     }
 
+    // MARK: FuzzTokenResponse
+
+    @Test func tokenResponseFixtures() async throws {
+        let expected: [String: TokenResponseProperty.Outcome] = [
+            "seed-github-form.txt": .parsed,
+            "seed-google.json": .parsed,
+            "corpus-form-minimal": .parsed,
+            "corpus-form-error": .rejected(.tokenEndpointError),
+            "corpus-form-and-json-mixed": .parsed,
+        ]
+        try await Self.replay("FuzzTokenResponse", expected: expected) { try TokenResponseProperty.check($0) }
+    }
+
     // MARK: FuzzVaultFile
 
-    @Test func vaultFileFixturesKeepTheProperty() async throws {
+    @Test func vaultFileFixtures() async throws {
         let directory = try TemporaryDirectory()
         let property = try VaultFileProperty(directory: directory.path)
-        let fixtures = try Self.fixtures("FuzzVaultFile")
-        var opened = 0
-        for (name, bytes) in fixtures {
-            do {
-                if case .opened(let entries) = try await property.check(bytes), entries > 0 { opened += 1 }
-            } catch {
-                Issue.record("FuzzVaultFile fixture \(name): \(error)")
-            }
-        }
-        // Some fixtures must get past authentication, or they test only the first checks.
-        #expect(opened >= 3, "only \(opened) FuzzVaultFile fixtures open with entries")
+        let expected: [String: VaultFileProperty.Outcome] = [
+            // Seeds: files the library wrote, and sealed records.
+            "seed-raw-history-vault": .opened(entries: 4),
+            "seed-forged-passphrase-vault": .rejected(.authenticationFailed),
+            "seed-header-then-frames": .opened(entries: 1),
+            "seed-sealed-batch": .opened(entries: 1),
+            "seed-sealed-one-put": .opened(entries: 1),
+            "seed-sealed-unicode-empty-secret": .opened(entries: 2),
+            // Grown by the fuzzer: many records and batches, a torn tail after the header, and
+            // headers with forged checksums that reach the later header checks.
+            "corpus-sealed-2-entries": .opened(entries: 2),
+            "corpus-sealed-10-entries": .opened(entries: 10),
+            "corpus-sealed-12-entries": .opened(entries: 12),
+            "corpus-header-then-torn-tail": .opened(entries: 0),
+            "corpus-forged-checksums-wrong-key": .rejected(.authenticationFailed),
+            "corpus-forged-checksums-memlimit-over-cap": .rejected(.invalidInput),
+            "corpus-forged-checksums-future-version": .rejected(.unsupportedVersion),
+            "corpus-forged-checksums-truncated": .rejected(.truncated),
+            // Crashed compaction before names were checked (see recordNamesMustBeShortValidUTF8).
+            "crash-compaction-invalid-utf8-service": .rejected(.integrityFailure),
+        ]
+        try await Self.replay("FuzzVaultFile", expected: expected) { try await property.check($0) }
     }
 
     /// The harness seals records exactly as the library reads them: without this, the
@@ -97,19 +124,28 @@ import TokenVault
 
     // MARK: FuzzMigrationDetector
 
-    @Test func migrationFixturesKeepTheProperty() async throws {
+    @Test func migrationFixtures() async throws {
         let directory = try TemporaryDirectory()
         let property = MigrationProperty(directory: directory.path)
-        let fixtures = try Self.fixtures("FuzzMigrationDetector")
-        var migrated = 0
-        for (name, bytes) in fixtures {
-            do {
-                if try await property.check(bytes) == .migrated { migrated += 1 }
-            } catch {
-                Issue.record("FuzzMigrationDetector fixture \(name): \(error)")
-            }
-        }
-        #expect(migrated >= 2, "only \(migrated) FuzzMigrationDetector fixtures migrate a token")
+        let expected: [String: MigrationProperty.Outcome] = [
+            // Seeds: the tutorials' shapes.
+            "seed-mixed.binary.plist": .migrated,
+            "seed-model.xml.plist": .migrated,
+            "seed-dictionary-model.xml.plist": .migrated,
+            // Grown by the fuzzer. The rewrite refusals are all or nothing: the vault and the
+            // plist are checked unchanged. A binary plist's null cannot be written back (io);
+            // an OpenStep strings file cannot be rewritten in its own format (invalidInput).
+            "corpus-xml-access-token": .migrated,
+            "corpus-binary-strings-and-id-token": .migrated,
+            "corpus-binary-rewrite-refused": .migrationRefused(.io),
+            "corpus-openstep-not-rewritable": .migrationRefused(.invalidInput),
+            "corpus-xml-json-lookalike-string": .noTokens,
+            // Crashers (see the tests below).
+            "crash-binary-plist-top-level-set": .rejected(.invalidInput),
+            "crash-set-inside-data-value.plist": .noTokens,
+            "crash-nan-expiry-date": .migrated,
+        ]
+        try await Self.replay("FuzzMigrationDetector", expected: expected) { try await property.check($0) }
     }
 
     /// swift-corelibs-foundation crashes on a binary plist that holds a non-empty set (found by
