@@ -53,29 +53,45 @@ public struct Vault: Sendable {
                 logger: logger
             )
         case .secretService:
+            let options = configuration.secretService
             let probe = await SecretServiceStore.probe(timeout: configuration.probeTimeout)
-            guard probe.outcome == .available else {
+            let reason: String
+            switch probe.outcome {
+            case .available:
+                reason = "the Secret Service was requested and is available"
+            case .locked where options.unlockPrompt && probe.canPrompt:
+                // Fail closed only when nobody could unlock it: here a prompt can be shown.
+                reason = "the Secret Service was requested; its collection is locked and will be unlocked by a prompt"
+            default:
                 throw probe.unavailableError(requestedExplicitly: true)
             }
-            let store = try SecretServiceStore(logger: logger)
+            let store = try await SecretServiceStore.open(options: options, logger: logger)
             return Vault(
                 store: store,
-                selection: BackendSelection(
-                    backend: .secretService, reason: "the Secret Service was requested and is available", probe: probe),
+                selection: BackendSelection(backend: .secretService, reason: reason, probe: probe),
                 logger: logger
             )
         case .file:
             return try await openFile(configuration, reason: "the encrypted file was requested", probe: nil, logger: logger)
         case .auto:
+            let options = configuration.secretService
             let probe = await SecretServiceStore.probe(timeout: configuration.probeTimeout)
             if probe.outcome == .available {
-                let store = try SecretServiceStore(logger: logger)
-                return Vault(
-                    store: store,
-                    selection: BackendSelection(
-                        backend: .secretService, reason: "auto: the Secret Service is available", probe: probe),
-                    logger: logger
-                )
+                do {
+                    let store = try await SecretServiceStore.open(options: options, logger: logger)
+                    return Vault(
+                        store: store,
+                        selection: BackendSelection(
+                            backend: .secretService, reason: "auto: the Secret Service is available", probe: probe),
+                        logger: logger
+                    )
+                } catch let error as VaultError where error.code == .backendUnavailable || error.code == .timeout {
+                    // It went away between the probe and the connection: same as not available.
+                    logger.debug("Secret Service vanished after the probe; using the encrypted file")
+                    return try await openFile(
+                        configuration, reason: "auto: the Secret Service stopped answering (\(error.message))",
+                        probe: probe, logger: logger)
+                }
             }
             logger.debug("Secret Service not usable; using the encrypted file", metadata: ["probe": "\(probe.outcome)"])
             return try await openFile(

@@ -54,19 +54,23 @@ public struct VaultConfiguration: Sendable {
     public var probeTimeout: Duration
     /// Accept a vault or key file that group or others can read. Off by default, as ssh does.
     public var allowInsecurePermissions: Bool
+    /// How to use the Secret Service: call deadlines and unlock prompts.
+    public var secretService: SecretServiceStore.Options
 
     public init(
         backend: Backend = .auto,
         filePath: String? = nil,
         keySource: KeySource? = nil,
         probeTimeout: Duration = .seconds(2),
-        allowInsecurePermissions: Bool = false
+        allowInsecurePermissions: Bool = false,
+        secretService: SecretServiceStore.Options = SecretServiceStore.Options()
     ) {
         self.backend = backend
         self.filePath = filePath
         self.keySource = keySource
         self.probeTimeout = probeTimeout
         self.allowInsecurePermissions = allowInsecurePermissions
+        self.secretService = secretService
     }
 
     /// Reads `TOKEN_VAULT_BACKEND`, `TOKEN_VAULT_FILE`, `TOKEN_VAULT_KEY_FILE` and
