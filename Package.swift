@@ -46,6 +46,12 @@ let package = Package(
             name: "vault-file-stress",
             dependencies: ["TokenVault"]
         ),
+        // A child process for the Secret Service tests: the store always uses its process's session
+        // bus, so tests of a locked, frozen or vanished keyring run it on a private bus. Not a product.
+        .executableTarget(
+            name: "secret-service-check",
+            dependencies: ["TokenVault"]
+        ),
         // Writes the token shapes that OAuth tutorials leave in UserDefaults, with Foundation's
         // own UserDefaults, for the migration tests and Scripts/demo. Not a product.
         .executableTarget(
@@ -68,7 +74,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TokenVaultTests",
-            dependencies: ["TokenVault", "tutorial-defaults", "vault-file-stress"],
+            dependencies: ["TokenVault", "tutorial-defaults", "vault-file-stress", "secret-service-check"],
             resources: [.copy("Fixtures")]
         ),
         .testTarget(
