@@ -58,6 +58,13 @@ struct GlobalOptions: ParsableArguments {
             }
             configuration.backend = chosen
         }
+        // Whatever its source: `vault` runs once and exits, so a memory vault would lose every
+        // token it was given, and `vault migrate` would scrub the plist into it.
+        if configuration.backend == .memory {
+            throw ValidationError(
+                "TOKEN_VAULT_BACKEND=memory is for tests of the library; the vault command keeps nothing in memory after it exits. Use auto, secret-service or file."
+            )
+        }
         if let file {
             guard !file.isEmpty else { throw ValidationError("--file must not be empty.") }
             configuration.filePath = file

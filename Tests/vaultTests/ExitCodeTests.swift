@@ -103,6 +103,29 @@ import Testing
         #expect(!result.stderr.isEmpty)
     }
 
+    /// The memory backend keeps nothing once the process exits: `vault migrate` would scrub the
+    /// plist into thin air. Refused whether it comes from --backend or from the environment.
+    @Test func usageForTheMemoryBackendFromTheEnvironment() throws {
+        let sandbox = try CLISandbox()
+        let tokens = FakeTokens()
+        let url = try sandbox.writeTutorialDefaults("strings", domain: "com.example.memory", tokens: tokens)
+        let plist = try Data(contentsOf: url)
+        let memory = ["TOKEN_VAULT_BACKEND": "memory"]
+
+        let migrate = try sandbox.run("vault", ["migrate", "--domain", "com.example.memory"], environment: memory)
+        #expect(migrate.status == 64, "\(migrate)")
+        #expect(migrate.stderr.contains("TOKEN_VAULT_BACKEND"))
+        #expect(try Data(contentsOf: url) == plist, "the plist must keep its tokens")
+        #expect(try Data(contentsOf: url).contains(tokens.access))
+
+        for arguments in [["set", "github"], ["list"], ["status"]] {
+            let result = try sandbox.run("vault", arguments, stdin: Data("gho_fakeMemory1\n".utf8), environment: memory)
+            #expect(result.status == 64, "\(arguments): \(result)")
+        }
+        let option = try sandbox.run("vault", ["list", "--backend", "memory"])
+        #expect(option.status == 64, "\(option)")
+    }
+
     @Test func usageForABadBackendInTheEnvironment() throws {
         let sandbox = try CLISandbox()
         let result = try sandbox.run("vault", ["list"], environment: ["TOKEN_VAULT_BACKEND": "plaintext"])
