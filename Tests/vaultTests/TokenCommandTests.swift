@@ -53,6 +53,60 @@ import Testing
         #expect(abs(date.timeIntervalSinceNow - 600) < 120)
     }
 
+    /// The response fixtures of the library's tests: real provider shapes.
+    static func fixture(_ name: String) throws -> Data {
+        let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        return try Data(contentsOf: tests.appendingPathComponent("TokenVaultTests/Fixtures/responses/\(name)"))
+    }
+
+    /// GitHub answers a bad code with a form-encoded error, not a token. It must never be stored
+    /// as a "bare token".
+    @Test func setRefusesAFormEncodedErrorResponse() throws {
+        let sandbox = try CLISandbox()
+        let set = try sandbox.vault("set", "github", stdin: try Self.fixture("github-error-form.txt"))
+        #expect(set.status == 1, "\(set)")
+        #expect(set.stderr.contains("bad_verification_code"), "the error is named in words")
+        #expect(set.stderr.contains("nothing was stored"))
+        #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path), "nothing was stored")
+
+        // An error response with other field orders, and one without '&', are refused too.
+        for body in ["error_description=Bad+code&error=bad_verification_code", "error=invalid_grant"] {
+            let other = try sandbox.vault("set", "github", stdin: Data((body + "\n").utf8))
+            #expect(other.status == 1, "\(body): \(other)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path))
+    }
+
+    @Test func setRefusesAJSONErrorResponseAndAJSONArray() throws {
+        let sandbox = try CLISandbox()
+        let error = try sandbox.vault("set", "google", stdin: try Self.fixture("invalid-grant.json"))
+        #expect(error.status == 1, "\(error)")
+        #expect(error.stderr.contains("invalid_grant"))
+        let array = try sandbox.vault("set", "github", stdin: Data(#"[{"access_token":"gho_fakeInArray1"}]"#.utf8))
+        #expect(array.status == 1, "\(array)")
+        #expect(!array.stderr.contains("gho_fakeInArray1"))
+        #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path), "nothing was stored")
+    }
+
+    /// A line with '=' inside (not trailing base64 padding) is a form body; without an
+    /// access_token it is refused, never stored as the token.
+    @Test func setRefusesAFormBodyWithoutAnAccessToken() throws {
+        let sandbox = try CLISandbox()
+        let set = try sandbox.vault("set", "github", stdin: Data("token=gho_fakeFormNoAccess1\n".utf8))
+        #expect(set.status == 1, "\(set)")
+        #expect(!set.stderr.contains("gho_fakeFormNoAccess1"))
+        #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path))
+    }
+
+    @Test func setStillTakesABareToken() throws {
+        let sandbox = try CLISandbox()
+        for (account, token) in [("plain", "gho_fakeBare123"), ("padded", "YWJjZA="), ("jwt", "eyJh.eyJz.c2ln")] {
+            let set = try sandbox.vault("set", "api", account, stdin: Data((token + "\n").utf8))
+            #expect(set.status == 0, "\(token): \(set)")
+            #expect(try sandbox.vault("get", "api", account).stdout == token + "\n")
+        }
+    }
+
     @Test func listShowsEntriesAndNeverASecret() throws {
         let sandbox = try CLISandbox()
         #expect(try sandbox.vault("set", "github", "octocat", stdin: Data("gho_fakeListSecret1\n".utf8)).status == 0)
