@@ -96,7 +96,9 @@ public struct Vault: Sendable {
         let store = try await EncryptedFileStore.open(
             path: path,
             keySource: keySource,
-            options: EncryptedFileStore.Options(allowInsecurePermissions: configuration.allowInsecurePermissions),
+            options: EncryptedFileStore.Options(
+                allowInsecurePermissions: configuration.allowInsecurePermissions,
+                createIfMissing: configuration.createIfMissing),
             logger: logger
         )
         return Vault(

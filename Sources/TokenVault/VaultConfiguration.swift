@@ -50,6 +50,10 @@ public struct VaultConfiguration: Sendable {
     public var filePath: String?
     /// How to unlock the vault file.
     public var keySource: KeySource?
+    /// Create the vault file (`0600`) and its directory (`0700`) when they do not exist. On by
+    /// default, so that a first ``Vault/open(_:logger:)`` just works; read-only tools turn it
+    /// off so that looking leaves nothing behind, and then a missing file is `backendUnavailable`.
+    public var createIfMissing: Bool = true
     /// How long the Secret Service probe may take before it gives up.
     public var probeTimeout: Duration
     /// Accept a vault or key file that group or others can read. Off by default, as ssh does.

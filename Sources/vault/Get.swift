@@ -27,7 +27,12 @@ extension VaultCommand {
 
         func run() async throws {
             let key = try entry.key()
-            let vault = try await global.openVault()
+            let vault: Vault
+            switch try await global.openExistingVault() {
+            case .opened(let opened): vault = opened
+            case .noVaultYet(let path, _):
+                throw VaultError(.notFound, "No token is stored for \(key): there is no vault yet at \(path).")
+            }
             guard let token = try await vault.token(for: key) else {
                 throw VaultError(.notFound, "No token is stored for \(key).")
             }

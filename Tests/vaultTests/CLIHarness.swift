@@ -54,12 +54,17 @@ final class CLISandbox: @unchecked Sendable {
     }
 
     /// The global options for the file backend with this sandbox's key file.
-    var fileVault: [String] { ["--backend", "file", "--file", vaultFile.path, "--key-file", keyFile.path] }
+    var fileVault: [String] { fileVault(vaultFile) }
 
-    /// Runs `vault` with the file-vault options appended.
+    /// The global options for the file backend at `file` with this sandbox's key file.
+    func fileVault(_ file: URL) -> [String] { ["--backend", "file", "--file", file.path, "--key-file", keyFile.path] }
+
+    /// Runs `vault` with the file-vault options appended (for the vault at `file`, if given).
     @discardableResult
-    func vault(_ arguments: String..., stdin: Data = Data(), environment extra: [String: String] = [:]) throws -> CLIResult {
-        try run("vault", arguments + fileVault, stdin: stdin, environment: extra)
+    func vault(
+        _ arguments: String..., file: URL? = nil, stdin: Data = Data(), environment extra: [String: String] = [:]
+    ) throws -> CLIResult {
+        try run("vault", arguments + fileVault(file ?? vaultFile), stdin: stdin, environment: extra)
     }
 
     /// Runs an executable from the build products directory.

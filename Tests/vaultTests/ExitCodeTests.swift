@@ -19,12 +19,16 @@ import Testing
 
     @Test func notFound() throws {
         let sandbox = try CLISandbox()
-        let get = try sandbox.vault("get", "nothing-here")
-        #expect(get.status == 2, "\(get)")
-        #expect(get.stderr.contains("No token is stored for nothing-here/default"))
-        #expect(get.stdout.isEmpty)
-        let delete = try sandbox.vault("delete", "nothing-here")
-        #expect(delete.status == 2, "\(delete)")
+        // In a vault that exists, and when there is no vault yet at all.
+        #expect(try sandbox.vault("set", "something-else", stdin: Data("gho_fakeFakeFake\n".utf8)).status == 0)
+        for file in [sandbox.vaultFile, sandbox.root.appendingPathComponent("missing/tokens.vault")] {
+            let get = try sandbox.vault("get", "nothing-here", file: file)
+            #expect(get.status == 2, "\(get)")
+            #expect(get.stderr.contains("No token is stored for nothing-here/default"))
+            #expect(get.stdout.isEmpty)
+            let delete = try sandbox.vault("delete", "nothing-here", file: file)
+            #expect(delete.status == 2, "\(delete)")
+        }
     }
 
     @Test func expired() throws {
@@ -77,6 +81,7 @@ import Testing
 
     @Test func backendUnavailableWithoutAKey() throws {
         let sandbox = try CLISandbox()
+        #expect(try sandbox.vault("set", "github", stdin: Data("gho_fakeFakeFake\n".utf8)).status == 0)
         // No key, and no terminal in a test: nothing to unlock the file with.
         let result = try sandbox.run("vault", ["list", "--backend", "file", "--file", sandbox.vaultFile.path])
         #expect(result.status == 6, "\(result)")

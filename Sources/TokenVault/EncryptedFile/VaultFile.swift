@@ -69,6 +69,10 @@ final class VaultFile: @unchecked Sendable {
             }
             try Posix.makeDirectories(directory)
         }
+        // Not even a lock file is left behind when the vault may not be created and is missing.
+        if !options.createIfMissing, try Posix.stat(path) == nil {
+            throw VaultError(.backendUnavailable, "There is no vault file at \(path), and creating one was not allowed.")
+        }
         let lockDescriptor = try Posix.open(lockPath, flags: O_RDWR | O_CREAT, mode: 0o600, role: .lockFile)
         var lockOwned = true
         defer { if lockOwned { Posix.close(lockDescriptor) } }
