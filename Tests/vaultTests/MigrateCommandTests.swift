@@ -179,6 +179,29 @@ import Testing
         #expect(try entries(sandbox) == ["other/default"])
     }
 
+    /// Once the rewritten plist has been renamed into place, the tokens are gone from it, so
+    /// the vault must keep them whatever happens next. A plist directory that may be written
+    /// and searched but not read (0300) lets the rename succeed and then makes opening the
+    /// directory for its fsync fail: a real failure after the rename, with no test seam.
+    @Test func aFailureAfterTheRenameKeepsTheTokensInTheVault() throws {
+        let sandbox = try CLISandbox()
+        let tokens = FakeTokens()
+        let url = try sandbox.writeTutorialDefaults("mixed", domain: domain, tokens: tokens)
+        #expect(chmod(sandbox.config.path, 0o300) == 0)
+        defer { _ = chmod(sandbox.config.path, 0o700) }
+
+        let result = try sandbox.run(
+            "vault", ["migrate", "--domain", domain] + sandbox.fileVault, withoutFileOverride: true)
+        #expect(chmod(sandbox.config.path, 0o700) == 0)
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stderr.contains("could not be synced"), "\(result)")
+        #expect(result.stderr.contains(sandbox.config.path))
+        #expect(!result.stderr.contains(tokens.access))
+        let bytes = try Data(contentsOf: url)
+        #expect(!bytes.contains(tokens.access), "the plist was rewritten")
+        #expect(try sandbox.vault("get", domain).stdout == "\(tokens.access)\n", "the vault kept the token")
+    }
+
     @Test func explicitKeysAndService() throws {
         let sandbox = try CLISandbox()
         let url = sandbox.config.appendingPathComponent("custom.plist")
