@@ -10,6 +10,7 @@ public import Foundation
 /// | `TOKEN_VAULT_FILE` | the vault file; default `$XDG_DATA_HOME/token-vault/tokens.vault` |
 /// | `TOKEN_VAULT_KEY_FILE` | a file holding a 32-byte key (raw, hex or base64) |
 /// | `TOKEN_VAULT_PASSPHRASE_FILE` | a file whose content (less one trailing newline) is the passphrase |
+/// | `TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS` | `1` to accept a vault or key file others can read (see ``allowInsecurePermissions``) |
 public struct VaultConfiguration: Sendable {
     /// Which backend to use.
     public enum Backend: String, Sendable, CaseIterable, CustomStringConvertible {
@@ -73,10 +74,11 @@ public struct VaultConfiguration: Sendable {
         self.allowInsecurePermissions = allowInsecurePermissions
     }
 
-    /// Reads `TOKEN_VAULT_BACKEND`, `TOKEN_VAULT_FILE`, `TOKEN_VAULT_KEY_FILE` and
-    /// `TOKEN_VAULT_PASSPHRASE_FILE`.
-    /// - Throws: ``VaultError`` `invalidInput` for an unknown backend name, or when both a key
-    ///   file and a passphrase file are set.
+    /// Reads `TOKEN_VAULT_BACKEND`, `TOKEN_VAULT_FILE`, `TOKEN_VAULT_KEY_FILE`,
+    /// `TOKEN_VAULT_PASSPHRASE_FILE` and `TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS` (`1`, `true` or
+    /// `yes`; `0`, `false`, `no` or empty for off).
+    /// - Throws: ``VaultError`` `invalidInput` for an unknown backend name or switch value, or
+    ///   when both a key file and a passphrase file are set.
     public static func fromEnvironment(
         _ environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> VaultConfiguration {
@@ -103,6 +105,13 @@ public struct VaultConfiguration: Sendable {
             throw VaultError(
                 .invalidInput, "Set TOKEN_VAULT_KEY_FILE or TOKEN_VAULT_PASSPHRASE_FILE, not both."
             )
+        }
+        switch environment["TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS"]?.lowercased() {
+        case nil, "", "0", "false", "no": break
+        case "1", "true", "yes": configuration.allowInsecurePermissions = true
+        case let other?:
+            throw VaultError(
+                .invalidInput, "TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS must be 1 or 0; it is '\(other)'.")
         }
         return configuration
     }

@@ -29,6 +29,10 @@ struct GlobalOptions: ParsableArguments {
         completion: .file())
     var passphraseFile: String?
 
+    @Flag(help: ArgumentHelp(
+        "Accept a vault, key or passphrase file that group or others can read (env TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1)."))
+    var allowInsecurePermissions = false
+
     func validate() throws {
         _ = try configuration()
     }
@@ -71,6 +75,7 @@ struct GlobalOptions: ParsableArguments {
         }
         if let keyFile { configuration.keySource = .keyFile(keyFile) }
         if let passphraseFile { configuration.keySource = .passphraseFile(passphraseFile) }
+        if allowInsecurePermissions { configuration.allowInsecurePermissions = true }
         return configuration
     }
 

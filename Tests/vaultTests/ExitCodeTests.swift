@@ -79,6 +79,32 @@ import Testing
         #expect(result.status == 5, "\(result)")
     }
 
+    /// A key file (or vault file) that others can read is refused, and the message names the
+    /// way to accept it anyway, which exists: the flag and the environment variable.
+    @Test func insecurePermissionsAreRefusedUnlessAllowedExplicitly() throws {
+        let sandbox = try CLISandbox()
+        #expect(try sandbox.vault("set", "github", stdin: Data("gho_fakeFakeFake\n".utf8)).status == 0)
+        #expect(chmod(sandbox.keyFile.path, 0o644) == 0)
+        let refused = try sandbox.vault("get", "github")
+        #expect(refused.status == 1, "\(refused)")
+        #expect(refused.stderr.contains("--allow-insecure-permissions"), "\(refused)")
+        #expect(refused.stderr.contains("TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1"), "\(refused)")
+        #expect(refused.stdout.isEmpty)
+
+        let flag = try sandbox.vault("get", "github", "--allow-insecure-permissions")
+        #expect(flag.status == 0, "\(flag)")
+        #expect(flag.stdout == "gho_fakeFakeFake\n")
+        let environment = try sandbox.vault("get", "github", environment: ["TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS": "1"])
+        #expect(environment.status == 0, "\(environment)")
+
+        #expect(chmod(sandbox.keyFile.path, 0o600) == 0)
+        #expect(chmod(sandbox.vaultFile.path, 0o644) == 0)
+        let vaultFile = try sandbox.vault("list")
+        #expect(vaultFile.status == 1, "\(vaultFile)")
+        #expect(vaultFile.stderr.contains("--allow-insecure-permissions"), "\(vaultFile)")
+        #expect(try sandbox.vault("list", "--allow-insecure-permissions").status == 0)
+    }
+
     @Test func backendUnavailableWithoutAKey() throws {
         let sandbox = try CLISandbox()
         #expect(try sandbox.vault("set", "github", stdin: Data("gho_fakeFakeFake\n".utf8)).status == 0)

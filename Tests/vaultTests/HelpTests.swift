@@ -22,11 +22,14 @@ import Testing
         OVERVIEW: Keep OAuth tokens and other credentials in the Secret Service or an
         encrypted file.
 
-        Every subcommand takes the global options --backend, --file, --key-file and
-        --passphrase-file, each of which can also come from the environment
-        (TOKEN_VAULT_BACKEND, TOKEN_VAULT_FILE, TOKEN_VAULT_KEY_FILE,
-        TOKEN_VAULT_PASSPHRASE_FILE). With no key and a terminal present, a file vault
-        asks for its passphrase.
+        Every subcommand takes the global options --backend, --file, --key-file,
+        --passphrase-file and --allow-insecure-permissions, each of which can also come
+        from the environment (TOKEN_VAULT_BACKEND, TOKEN_VAULT_FILE,
+        TOKEN_VAULT_KEY_FILE, TOKEN_VAULT_PASSPHRASE_FILE,
+        TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1). With no key and a terminal present,
+        a file vault asks for its passphrase. A vault, key or passphrase file that
+        group or others can read is refused unless --allow-insecure-permissions is
+        given.
 
         EXIT CODES:
           0   ok
@@ -89,6 +92,10 @@ import Testing
           --passphrase-file <path>
                                   A file holding the file vault's passphrase (env
                                   TOKEN_VAULT_PASSPHRASE_FILE).
+          --allow-insecure-permissions
+                                  Accept a vault, key or passphrase file that group or
+                                  others can read (env
+                                  TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1).
           --plist <path>          The plist file to migrate.
           --domain <name>         The defaults domain (suite name) whose plist to
                                   migrate.

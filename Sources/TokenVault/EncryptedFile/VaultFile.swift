@@ -159,7 +159,7 @@ final class VaultFile: @unchecked Sendable {
         if status.groupOrOtherBits != 0 && !options.allowInsecurePermissions {
             throw VaultError(
                 .insecurePermissions,
-                "The vault file \(path) can be read or written by group or others (mode \(KeyMaterial.octal(status.permissionBits))). Run `chmod 600 \(path)`, or allow insecure permissions explicitly."
+                "The vault file \(path) can be read or written by group or others (mode \(KeyMaterial.octal(status.permissionBits))). Run `chmod 600 \(path)`, or accept it explicitly: --allow-insecure-permissions or TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1 for the vault command, allowInsecurePermissions in the library."
             )
         }
         let bytes = try Posix.read(fd, at: 0, count: Int(status.size), path: path)
