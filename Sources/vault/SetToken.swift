@@ -62,9 +62,28 @@ extension VaultCommand {
                 return secret.withUnsafeBytes { Data($0) }
             }
             let limit = 1 << 20
-            let data = try FileHandle.standardInput.read(upToCount: limit + 1) ?? Data()
+            let data = try Self.readStandardInput(upTo: limit + 1)
             guard data.count <= limit else {
                 throw VaultError(.invalidInput, "The input on stdin is larger than 1 MiB; it is not a token.")
+            }
+            return data
+        }
+
+        /// Reads stdin to its end or `limit` bytes. A failure (stdin is a directory, an I/O
+        /// error) is an `io` error in words, with the system's reason.
+        private static func readStandardInput(upTo limit: Int) throws -> Data {
+            var data = Data()
+            var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+            while data.count < limit {
+                let count = chunk.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, min($0.count, limit - data.count)) }
+                if count < 0 {
+                    let code = errno
+                    if code == EINTR { continue }
+                    let reason = String(cString: strerror(code))
+                    throw VaultError(.io, "Could not read the secret from standard input: \(reason).")
+                }
+                if count == 0 { break }
+                data.append(contentsOf: chunk[0..<count])
             }
             return data
         }

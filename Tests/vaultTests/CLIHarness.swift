@@ -67,10 +67,11 @@ final class CLISandbox: @unchecked Sendable {
         try run("vault", arguments + fileVault(file ?? vaultFile), stdin: stdin, environment: extra)
     }
 
-    /// Runs an executable from the build products directory.
+    /// Runs an executable from the build products directory. Its stdin is a pipe holding
+    /// `stdin`, or with `stdinPath` that file (or directory) opened for reading, as `< path` does.
     func run(
-        _ name: String, _ arguments: [String], stdin: Data = Data(), environment extra: [String: String] = [:],
-        withoutFileOverride: Bool = false
+        _ name: String, _ arguments: [String], stdin: Data = Data(), stdinPath: String? = nil,
+        environment extra: [String: String] = [:], withoutFileOverride: Bool = false
     ) throws -> CLIResult {
         var arguments = arguments
         var executable = Products.directory.appendingPathComponent(name)
@@ -87,11 +88,19 @@ final class CLISandbox: @unchecked Sendable {
         let input = Pipe()
         let output = Pipe()
         let error = Pipe()
-        process.standardInput = input
+        if let stdinPath {
+            let fd = open(stdinPath, O_RDONLY | O_CLOEXEC)
+            #expect(fd >= 0, "cannot open \(stdinPath)")
+            process.standardInput = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        } else {
+            process.standardInput = input
+        }
         process.standardOutput = output
         process.standardError = error
         try process.run()
-        input.fileHandleForWriting.write(stdin)
+        if stdinPath == nil {
+            input.fileHandleForWriting.write(stdin)
+        }
         try input.fileHandleForWriting.close()
         let out = output.fileHandleForReading.readDataToEndOfFile()
         let err = error.fileHandleForReading.readDataToEndOfFile()

@@ -107,6 +107,15 @@ import Testing
         }
     }
 
+    /// `vault set x < /tmp`: a read error on stdin is a message in words, not a Foundation dump.
+    @Test func setSaysWhenStdinCannotBeRead() throws {
+        let sandbox = try CLISandbox()
+        let result = try sandbox.run("vault", ["set", "github"] + sandbox.fileVault, stdinPath: sandbox.root.path)
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr == "vault: Could not read the secret from standard input: Is a directory.\n", "\(result)")
+        #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path))
+    }
+
     @Test func listShowsEntriesAndNeverASecret() throws {
         let sandbox = try CLISandbox()
         #expect(try sandbox.vault("set", "github", "octocat", stdin: Data("gho_fakeListSecret1\n".utf8)).status == 0)
