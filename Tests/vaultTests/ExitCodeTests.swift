@@ -44,6 +44,23 @@ import Testing
         #expect(allowed.stdout == "expired-fake-token\n")
     }
 
+    /// A token that is still valid for a few seconds is refused too (the 60 s leeway), and the
+    /// message says so instead of claiming that it has expired.
+    @Test func expiresWithinTheLeeway() throws {
+        let sandbox = try CLISandbox()
+        #expect(try sandbox.vault("set", "github", "--expires-in", "30", stdin: Data("gho_fakeSoon1\n".utf8)).status == 0)
+        let get = try sandbox.vault("get", "github")
+        #expect(get.status == 3, "\(get)")
+        #expect(get.stderr.contains("expires within 60 s (at "), "\(get)")
+        #expect(!get.stderr.contains("expired at"), "\(get)")
+
+        let response = #"{"access_token":"gho_fakeGone1","token_type":"bearer","expires_in":0}"#
+        #expect(try sandbox.vault("set", "gitlab", stdin: Data(response.utf8)).status == 0)
+        let gone = try sandbox.vault("get", "gitlab")
+        #expect(gone.status == 3, "\(gone)")
+        #expect(gone.stderr.contains("expired at "), "\(gone)")
+    }
+
     @Test func authenticationFailedWithAnotherKey() throws {
         let sandbox = try CLISandbox()
         #expect(try sandbox.vault("set", "github", stdin: Data("gho_fakeFakeFake\n".utf8)).status == 0)
