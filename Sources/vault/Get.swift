@@ -37,7 +37,16 @@ extension VaultCommand {
             case .noVaultYet(let path, _):
                 throw VaultError(.notFound, "No token is stored for \(key): there is no vault yet at \(path).")
             }
-            guard let token = try await vault.token(for: key) else {
+            let stored: OAuthToken?
+            do {
+                stored = try await vault.token(for: key)
+            } catch let error as VaultError where error.code == .invalidInput {
+                throw VaultError(
+                    error.code,
+                    "\(error.message) `vault get` prints only tokens, so it is not shown; a program reads it with the TokenVault library (Vault.secret(for:)), and `vault delete \(key.service) \(key.account)` removes it.",
+                    underlying: error)
+            }
+            guard let token = stored else {
                 throw VaultError(.notFound, "No token is stored for \(key).")
             }
             let now = Date()

@@ -29,6 +29,8 @@ import TokenVault
         let error = await #expect(throws: VaultError.self) { try await vault.token(for: key) }
         #expect(error?.code == .invalidInput)
         #expect(error.map { !"\($0)".contains("plain-api-key") } == true)
+        // Neutral: the library does not know whether its caller is Swift code or a command.
+        #expect(error?.message == "The entry api/ci holds an opaque secret, not a token.")
     }
 
     @Test func memoryBackendByConfiguration() async throws {

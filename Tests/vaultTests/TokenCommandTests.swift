@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenVault
 
 /// `set`, `get`, `list`, `delete` and `status` against the encrypted file backend.
 @Suite struct TokenCommandTests {
@@ -114,6 +115,23 @@ import Testing
         #expect(result.status == 1, "\(result)")
         #expect(result.stderr == "vault: Could not read the secret from standard input: Is a directory.\n", "\(result)")
         #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path))
+    }
+
+    /// An opaque secret saved by the library is not printed by `vault get`, which says what the
+    /// entry is and what the person can do, without showing it.
+    @Test func getOfAnOpaqueSecretSaysWhatToDo() async throws {
+        let sandbox = try CLISandbox()
+        let store = try await EncryptedFileStore.open(path: sandbox.vaultFile.path, keySource: .keyFile(sandbox.keyFile.path))
+        try await Vault(store: store).saveSecret(Data("opaque-fake-api-key".utf8), for: CredentialKey(service: "api", account: "ci"))
+
+        let get = try sandbox.vault("get", "api", "ci")
+        #expect(get.status == 1, "\(get)")
+        #expect(get.stderr.contains("holds an opaque secret, not a token"), "\(get)")
+        #expect(get.stderr.contains("vault delete api ci"), "\(get)")
+        #expect(!get.stderr.contains("secret(for:)") || get.stderr.contains("library"), "\(get)")
+        #expect(!get.stderr.contains("opaque-fake-api-key") && !get.stdout.contains("opaque-fake-api-key"))
+        let list = try #require(try sandbox.vault("list", "--json").json as? [[String: Any]])
+        #expect(list.first?["kind"] as? String == "secret")
     }
 
     @Test func listShowsEntriesAndNeverASecret() throws {
