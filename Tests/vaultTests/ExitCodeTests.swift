@@ -54,11 +54,12 @@ import Testing
         #expect(get.stderr.contains("expires within 60 s (at "), "\(get)")
         #expect(!get.stderr.contains("expired at"), "\(get)")
 
-        let response = #"{"access_token":"gho_fakeGone1","token_type":"bearer","expires_in":0}"#
+        // A JWT whose exp claim is long past (2001-09-09): expired, whatever the clock's rounding.
+        let response = #"{"access_token":"eyJhbGciOiJub25lIn0.eyJleHAiOjEwMDAwMDAwMDB9.ZmFrZQ","token_type":"bearer"}"#
         #expect(try sandbox.vault("set", "gitlab", stdin: Data(response.utf8)).status == 0)
         let gone = try sandbox.vault("get", "gitlab")
         #expect(gone.status == 3, "\(gone)")
-        #expect(gone.stderr.contains("expired at "), "\(gone)")
+        #expect(gone.stderr.contains("expired at 2001-09-09T01:46:40Z"), "\(gone)")
     }
 
     @Test func authenticationFailedWithAnotherKey() throws {
