@@ -33,7 +33,7 @@ extension VaultCommand {
             let key = try entry.key()
             let vault: Vault
             switch try await global.openExistingVault() {
-            case .opened(let opened): vault = opened
+            case .opened(let opened, _): vault = opened
             case .noVaultYet(let path, _):
                 throw VaultError(.notFound, "No token is stored for \(key): there is no vault yet at \(path).")
             }

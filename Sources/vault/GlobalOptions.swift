@@ -87,12 +87,13 @@ struct GlobalOptions: ParsableArguments {
         if forcingFile { configuration.backend = .file }
         configuration.createIfMissing = createIfMissing
         let (usesFile, _) = try await backendPlan(configuration)
-        return try await open(configuration, usesFile: usesFile)
+        return try await open(configuration, usesFile: usesFile).vault
     }
 
     /// What a read-only command finds: the vault, or no vault yet.
     enum ExistingVault {
-        case opened(Vault)
+        /// The vault, and the key that actually opened it (a typed passphrase included).
+        case opened(Vault, keySource: VaultConfiguration.KeySource?)
         /// The file backend would be used, and its file does not exist: nothing to read.
         case noVaultYet(path: String, reason: String)
     }
@@ -107,16 +108,19 @@ struct GlobalOptions: ParsableArguments {
         if usesFile, !Self.exists(path) {
             return .noVaultYet(path: path, reason: reason)
         }
-        return .opened(try await open(configuration, usesFile: usesFile))
+        let (vault, keySource) = try await open(configuration, usesFile: usesFile)
+        return .opened(vault, keySource: keySource)
     }
 
-    private func open(_ configuration: VaultConfiguration, usesFile: Bool) async throws -> Vault {
+    private func open(
+        _ configuration: VaultConfiguration, usesFile: Bool
+    ) async throws -> (vault: Vault, keySource: VaultConfiguration.KeySource?) {
         var configuration = configuration
         if configuration.keySource == nil, usesFile, let terminal = Terminal.openControllingTerminal() {
             defer { _ = close(terminal) }
             configuration.keySource = .passphrase(try askPassphrase(for: configuration.resolvedFilePath, terminal: terminal))
         }
-        return try await Vault.open(configuration)
+        return (try await Vault.open(configuration), configuration.keySource)
     }
 
     /// Whether the encrypted file will be used, and why (as `Vault.open` would put it).

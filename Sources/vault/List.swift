@@ -19,7 +19,7 @@ extension VaultCommand {
         func run() async throws {
             let vault: Vault
             switch try await global.openExistingVault() {
-            case .opened(let opened): vault = opened
+            case .opened(let opened, _): vault = opened
             case .noVaultYet(let path, _):
                 if json { try Output.json([Any]()) }
                 Output.note("No vault yet at \(path); `vault set` or `vault migrate` creates it.")

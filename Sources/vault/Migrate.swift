@@ -81,7 +81,7 @@ extension VaultCommand {
                 removeSource: !keepSource, dryRun: dryRun)
             let vault: Vault
             switch try await global.openExistingVault() {
-            case .opened(let opened):
+            case .opened(let opened, _):
                 vault = opened
             case .noVaultYet:
                 // No vault yet, so nothing in it to collide with: plan against an empty one in

@@ -18,14 +18,17 @@ extension VaultCommand {
             let probe = await SecretServiceStore.probe(timeout: configuration.probeTimeout)
             let path = configuration.resolvedFilePath
             var vault: Vault?
+            // The key that opened the vault, which may have been typed at the terminal.
+            var keySource = configuration.keySource
             // The backend and reason when the file backend would be used but has no file yet.
             var notCreated: (backend: String, reason: String)?
             var failure: VaultError?
             var entries: Int?
             do {
                 switch try await global.openExistingVault() {
-                case .opened(let opened):
+                case .opened(let opened, let usedKey):
                     vault = opened
+                    keySource = usedKey
                     entries = try await opened.keys().count
                 case .noVaultYet(_, let reason):
                     notCreated = (VaultConfiguration.Backend.file.rawValue, reason)
@@ -53,7 +56,7 @@ extension VaultCommand {
                     "entries": entries.map { $0 as Any } ?? NSNull(),
                 ]
                 if usesFile {
-                    object["file"] = ["path": path, "exists": fileExists, "key": configuration.keySource?.description ?? NSNull()] as [String: Any]
+                    object["file"] = ["path": path, "exists": fileExists, "key": keySource?.description ?? NSNull()] as [String: Any]
                 }
                 if let failure {
                     object["error"] = ["code": "\(failure.code)", "message": failure.message]
@@ -73,7 +76,7 @@ extension VaultCommand {
                         "vault file:",
                         "\(path) (\(fileExists ? "exists" : "does not exist yet; `vault set` or `vault migrate` creates it"))",
                     ])
-                    rows.append(["key:", configuration.keySource?.description ?? "none given"])
+                    rows.append(["key:", keySource?.description ?? "none given"])
                 }
                 if let entries { rows.append(["entries:", "\(entries)"]) }
                 Output.line(Output.table(rows))

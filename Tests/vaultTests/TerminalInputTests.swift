@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenVault
 
 /// Secrets typed at a terminal: echo off, read straight into secure memory, never cut short.
 @Suite struct TerminalInputTests {
@@ -41,5 +42,27 @@ import Testing
             account: "retyped")
         #expect(typed.status == 0, "\(typed.screen)")
         #expect(try sandbox.vault("get", "api", "retyped").stdout == "gho_fakeRetyped1\n")
+    }
+
+    /// `status` names the key it actually used: a passphrase typed at the terminal, not "none".
+    @Test func statusReportsATypedPassphrase() async throws {
+        let sandbox = try CLISandbox()
+        let passphraseFile = sandbox.root.appendingPathComponent("passphrase")
+        #expect(FileManager.default.createFile(
+            atPath: passphraseFile.path, contents: Data("correct horse battery staple\n".utf8),
+            attributes: [.posixPermissions: 0o600]))
+        let store = try await EncryptedFileStore.open(
+            path: sandbox.vaultFile.path, keySource: .passphraseFile(passphraseFile.path), options: .init(kdf: .interactive))
+        try await store.save(Data("fake-secret".utf8), for: CredentialKey(service: "api", account: "ci"), contentType: .binary)
+
+        let session = try PseudoTerminalSession(
+            sandbox, ["status", "--backend", "file", "--file", sandbox.vaultFile.path], controllingTerminal: true)
+        #expect(session.waitFor("Passphrase for \(sandbox.vaultFile.path): "), "no prompt; the terminal showed: \(session.screen)")
+        session.type("correct horse battery staple\r")
+        let result = session.finish()
+        #expect(result.status == 0, "\(session.screen) \(result.stdout)")
+        #expect(result.stdout.contains("passphrase (typed)"), "\(result.stdout)")
+        #expect(!result.stdout.contains("none given"), "\(result.stdout)")
+        #expect(result.stdout.contains("entries:"))
     }
 }
