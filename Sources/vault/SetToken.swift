@@ -38,7 +38,17 @@ extension VaultCommand {
         @Option(help: ArgumentHelp("For a bare token, or a response without expires_in: its lifetime.", valueName: "seconds"))
         var expiresIn: Int?
 
+        /// Anything more on the command line. Never used, and never repeated in a message: it
+        /// may be a token someone tried to pass as an argument.
+        @Argument(parsing: .allUnrecognized, help: .private)
+        var unexpected: [String] = []
+
         func validate() throws {
+            guard unexpected.isEmpty else {
+                throw ValidationError(
+                    "vault set reads the token from stdin only, never from the command line, where ps and the shell history would show it. It takes SERVICE [ACCOUNT] and the options in --help; the \(unexpected.count) other argument(s) are not repeated here. Pipe the token in: ... | vault set SERVICE [ACCOUNT]"
+                )
+            }
             if let expiresIn, expiresIn <= 0 {
                 throw ValidationError("--expires-in must be a positive number of seconds.")
             }

@@ -18,6 +18,60 @@ import Testing
         #expect(result.stdout == Self.migrateHelp)
     }
 
+    @Test func setHelp() throws {
+        let sandbox = try CLISandbox()
+        let result = try sandbox.run("vault", ["help", "set"])
+        #expect(result.status == 0)
+        #expect(result.stdout == Self.setHelp)
+    }
+
+    static let setHelp = """
+        OVERVIEW: Store a token read from stdin.
+
+        The token is read from stdin only, never from the command line, so that it does
+        not show up in `ps` or the shell history; the command takes no argument for it.
+        At a terminal it is read with echo off.
+
+        Stdin holds one of:
+          - a JSON token response (RFC 6749), starting with {;
+          - a form-encoded response (access_token=...&token_type=bearer);
+          - the bare token: one line with no spaces, where = may only
+            end it (base64 padding).
+        Input that starts with [, or holds & or an = before its end, is read as a
+        response too, never as a bare token. A response without an access_token, and an
+        OAuth error response such as GitHub's error=bad_verification_code&..., exit
+        with code 1 and store nothing.
+
+          curl -s -d ... "$TOKEN_URL" | vault set github octocat
+
+        USAGE: vault set [--backend <backend>] [--file <path>] [--key-file <path>] [--passphrase-file <path>] [--allow-insecure-permissions] <service> [<account>] [--expires-in <seconds>]
+
+        ARGUMENTS:
+          <service>               The service, such as github.
+          <account>               The account within the service. (default: default)
+
+        OPTIONS:
+          --backend <backend>     auto, secret-service or file (env
+                                  TOKEN_VAULT_BACKEND; default auto).
+          --file <path>           The encrypted vault file (env TOKEN_VAULT_FILE;
+                                  default $XDG_DATA_HOME/token-vault/tokens.vault).
+          --key-file <path>       A file holding the file vault's 32-byte key (env
+                                  TOKEN_VAULT_KEY_FILE).
+          --passphrase-file <path>
+                                  A file holding the file vault's passphrase (env
+                                  TOKEN_VAULT_PASSPHRASE_FILE).
+          --allow-insecure-permissions
+                                  Accept a vault, key or passphrase file that group or
+                                  others can read (env
+                                  TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1).
+          --expires-in <seconds>  For a bare token, or a response without expires_in:
+                                  its lifetime.
+          --version               Show the version.
+          -h, --help              Show help information.
+
+
+        """
+
     static let rootHelp = """
         OVERVIEW: Keep OAuth tokens and other credentials in the Secret Service or an
         encrypted file.

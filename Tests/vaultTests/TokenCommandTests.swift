@@ -134,6 +134,28 @@ import TokenVault
         #expect(list.first?["kind"] as? String == "secret")
     }
 
+    /// Secrets never come from argv, where `ps` and the shell history would show them: a token
+    /// given as an argument or an option is a usage error, it is not repeated in the message,
+    /// and nothing is stored.
+    @Test func setNeverTakesTheSecretFromArguments() throws {
+        let sandbox = try CLISandbox()
+        for arguments in [
+            ["set", "github", "octocat", "gho_fakeArgv1"], ["set", "github", "--token", "gho_fakeArgv1"],
+            ["set", "github", "--token=gho_fakeArgv1"],
+        ] {
+            let result = try sandbox.run("vault", arguments + sandbox.fileVault, stdin: Data("gho_fakeStdin1\n".utf8))
+            #expect(result.status == 64, "\(arguments): \(result)")
+            if !arguments.contains(where: { $0.hasPrefix("--token") }) {
+                // (An unknown option is ArgumentParser's "Unknown option '--token'", value unshown.)
+                #expect(result.stderr.contains("reads the token from stdin only"), "\(arguments): \(result)")
+            }
+            #expect(!result.stderr.contains("gho_fakeArgv1") && !result.stdout.contains("gho_fakeArgv1"), "\(arguments): \(result)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path), "something was stored")
+        let help = try sandbox.run("vault", ["help", "set"])
+        #expect(help.stdout.contains("The token is read from stdin only, never from the command line"))
+    }
+
     @Test func listShowsEntriesAndNeverASecret() throws {
         let sandbox = try CLISandbox()
         #expect(try sandbox.vault("set", "github", "octocat", stdin: Data("gho_fakeListSecret1\n".utf8)).status == 0)
