@@ -112,7 +112,9 @@ public struct Vault: Sendable {
         let store = try await EncryptedFileStore.open(
             path: path,
             keySource: keySource,
-            options: EncryptedFileStore.Options(allowInsecurePermissions: configuration.allowInsecurePermissions),
+            options: EncryptedFileStore.Options(
+                allowInsecurePermissions: configuration.allowInsecurePermissions,
+                createIfMissing: configuration.createIfMissing),
             logger: logger
         )
         return Vault(
@@ -131,14 +133,15 @@ public struct Vault: Sendable {
     }
 
     /// The token stored under `key`, or `nil` if there is none.
-    /// - Throws: `invalidInput` if the entry holds something that is not a token.
+    /// - Throws: `invalidInput` if the entry holds something that is not a token, such as an
+    ///   opaque secret saved with ``saveSecret(_:for:)`` (read that with ``secret(for:)``).
     public func token(for key: CredentialKey) async throws -> OAuthToken? {
         guard let data = try await store.load(key) else { return nil }
         do {
             return try OAuthToken(storedForm: data)
         } catch let error as VaultError where error.code == .integrityFailure {
             throw VaultError(
-                .invalidInput, "The entry \(key) is not a token; read it with secret(for:).", underlying: error)
+                .invalidInput, "The entry \(key) holds an opaque secret, not a token.", underlying: error)
         }
     }
 
