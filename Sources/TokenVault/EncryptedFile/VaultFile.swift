@@ -211,14 +211,18 @@ final class VaultFile: @unchecked Sendable {
         let suffix = Sodium.randomBytes(6).map { String($0, radix: 16) }.joined()
         let temporary = directory + "/" + prefix + suffix
         let fd = try Posix.open(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
+        var open = true
         do {
             try Posix.chmod(fd, 0o600, path: temporary)  // whatever the umask says
             try bytes.withUnsafeBytes { try Posix.pwriteAll(fd, $0, at: 0, path: temporary) }
             try Posix.sync(fd, path: temporary)
             Posix.close(fd)
+            open = false
             try Posix.rename(temporary, to: path)
         } catch {
-            Posix.close(fd)
+            // Close once: a second close(2) could close a descriptor that another thread has
+            // opened under the same number in the meantime.
+            if open { Posix.close(fd) }
             do {
                 try Posix.unlink(temporary)
             } catch let cleanup {
@@ -228,7 +232,15 @@ final class VaultFile: @unchecked Sendable {
             }
             throw error
         }
-        try Posix.syncDirectory(directory)
+        // The new file is in place and durable itself; only the rename's own durability is in
+        // question. Failing now would report a rewrite that happened as one that did not.
+        do {
+            try Posix.syncDirectory(directory)
+        } catch {
+            logger.warning(
+                "could not sync the vault directory after replacing the file; a crash now may bring back the previous version",
+                metadata: ["directory": "\(directory)", "error": "\(String(describing: error))"])
+        }
     }
 
     /// Temporary files for `path` are `.<name>.tmp-<random>` in the same directory.
