@@ -25,6 +25,15 @@ final class ChildProcess: @unchecked Sendable {
     /// between `pipe` and `FD_CLOEXEC`: a reader would then wait for the wrong process to exit.
     private static let spawnLock = NSLock()
 
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which the Swift Glibc
+    /// module does not export; looked up with the C calling convention.
+    private static let closeFrom: @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32 = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else {
+            fatalError("glibc 2.34 or later is needed for posix_spawn_file_actions_addclosefrom_np")
+        }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32).self)
+    }()
+
     private static func closeOnExecPipe(_ fds: inout [Int32]) -> Bool {
         guard pipe(&fds) == 0 else { return false }
         return fcntl(fds[0], F_SETFD, FD_CLOEXEC) == 0 && fcntl(fds[1], F_SETFD, FD_CLOEXEC) == 0
@@ -54,6 +63,9 @@ final class ChildProcess: @unchecked Sendable {
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         }
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // Nothing else of the test runner's: a daemon holding another test's pipe open would keep
+        // that test waiting for an end of file that never comes.
+        guard Self.closeFrom(&actions, 3) == 0 else { throw SetupFailure("posix_spawn_file_actions_addclosefrom_np failed") }
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
