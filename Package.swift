@@ -72,6 +72,12 @@ let package = Package(
             name: "refresh-stress",
             dependencies: ["TokenVault"]
         ),
+        // The TokenVault side of Scripts/bench: W1, scale, multi-process writers and the fsync
+        // floor, through the public API. Not a product: Scripts/bench builds and runs it.
+        .executableTarget(
+            name: "tokenvault-bench",
+            dependencies: ["TokenVault"]
+        ),
         .testTarget(
             name: "TokenVaultTests",
             dependencies: ["TokenVault", "tutorial-defaults", "vault-file-stress", "secret-service-check"],
