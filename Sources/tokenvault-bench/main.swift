@@ -66,7 +66,7 @@ do {
             store = try await EncryptedFileStore.open(path: options.string("file"), keySource: .keyFile(options.string("key-file")))
         case "secret-service":
             do {
-                store = try SecretServiceStore()
+                store = try await SecretServiceStore.open()
             } catch {
                 emitJSON(["unavailable": message(of: error)])
                 exit(0)
