@@ -80,7 +80,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TokenVaultTests",
-            dependencies: ["TokenVault", "tutorial-defaults", "vault-file-stress", "secret-service-check"],
+            dependencies: ["TokenVault", "vault", "tutorial-defaults", "vault-file-stress", "secret-service-check"],
             resources: [.copy("Fixtures")]
         ),
         .testTarget(

@@ -41,8 +41,12 @@ public struct Vault: Sendable {
     ///   is unlocked; otherwise it uses the encrypted file. It never falls back to plain text.
     /// - A backend named explicitly fails closed: if it cannot be used, this throws
     ///   `backendUnavailable` or `locked` rather than choosing another.
+    ///
+    /// - Parameter probe: what ``SecretServiceStore/probe(timeout:environment:)`` already found, if
+    ///   the caller probed (to show it, say); `nil` probes here when the backend needs it.
     public static func open(
         _ configuration: VaultConfiguration = VaultConfiguration(),
+        probe known: SecretServiceProbe? = nil,
         logger: Logger = Vault.noopLogger
     ) async throws -> Vault {
         switch configuration.backend {
@@ -54,7 +58,7 @@ public struct Vault: Sendable {
             )
         case .secretService:
             let options = configuration.secretService
-            let probe = await SecretServiceStore.probe(timeout: configuration.probeTimeout)
+            let probe = if let known { known } else { await SecretServiceStore.probe(timeout: configuration.probeTimeout) }
             let reason: String
             switch probe.outcome {
             case .available:
@@ -75,7 +79,7 @@ public struct Vault: Sendable {
             return try await openFile(configuration, reason: "the encrypted file was requested", probe: nil, logger: logger)
         case .auto:
             let options = configuration.secretService
-            let probe = await SecretServiceStore.probe(timeout: configuration.probeTimeout)
+            let probe = if let known { known } else { await SecretServiceStore.probe(timeout: configuration.probeTimeout) }
             if probe.outcome == .available {
                 do {
                     let store = try await SecretServiceStore.open(options: options, logger: logger)

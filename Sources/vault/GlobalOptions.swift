@@ -86,8 +86,9 @@ struct GlobalOptions: ParsableArguments {
         var configuration = try configuration()
         if forcingFile { configuration.backend = .file }
         configuration.createIfMissing = createIfMissing
-        let (usesFile, _) = try await backendPlan(configuration)
-        return try await open(configuration, usesFile: usesFile).vault
+        let probe = await Self.probe(for: configuration)
+        let (usesFile, _) = Self.backendPlan(configuration, probe: probe)
+        return try await open(configuration, usesFile: usesFile, probe: probe).vault
     }
 
     /// What a read-only command finds: the vault, or no vault yet.
@@ -100,35 +101,45 @@ struct GlobalOptions: ParsableArguments {
 
     /// Opens the vault only if it exists: never creates a file or a directory, and does not ask
     /// for a passphrase for a vault that is not there. For commands that only read (and dry runs).
-    func openExistingVault() async throws -> ExistingVault {
+    /// - Parameter probe: the Secret Service probe, if the caller already ran it (`status` shows it).
+    func openExistingVault(probe known: SecretServiceProbe? = nil) async throws -> ExistingVault {
         var configuration = try configuration()
         configuration.createIfMissing = false
-        let (usesFile, reason) = try await backendPlan(configuration)
+        let probe = if let known { known } else { await Self.probe(for: configuration) }
+        let (usesFile, reason) = Self.backendPlan(configuration, probe: probe)
         let path = configuration.resolvedFilePath
         if usesFile, !Self.exists(path) {
             return .noVaultYet(path: path, reason: reason)
         }
-        let (vault, keySource) = try await open(configuration, usesFile: usesFile)
+        let (vault, keySource) = try await open(configuration, usesFile: usesFile, probe: probe)
         return .opened(vault, keySource: keySource)
     }
 
     private func open(
-        _ configuration: VaultConfiguration, usesFile: Bool
+        _ configuration: VaultConfiguration, usesFile: Bool, probe: SecretServiceProbe?
     ) async throws -> (vault: Vault, keySource: VaultConfiguration.KeySource?) {
         var configuration = configuration
         if configuration.keySource == nil, usesFile, let terminal = Terminal.openControllingTerminal() {
             defer { _ = close(terminal) }
             configuration.keySource = .passphrase(try askPassphrase(for: configuration.resolvedFilePath, terminal: terminal))
         }
-        return (try await Vault.open(configuration), configuration.keySource)
+        return (try await Vault.open(configuration, probe: probe), configuration.keySource)
+    }
+
+    /// The Secret Service probe, once per command, when the backend choice depends on it.
+    static func probe(for configuration: VaultConfiguration) async -> SecretServiceProbe? {
+        switch configuration.backend {
+        case .auto, .secretService: await SecretServiceStore.probe(timeout: configuration.probeTimeout)
+        case .file, .memory: nil
+        }
     }
 
     /// Whether the encrypted file will be used, and why (as `Vault.open` would put it).
-    private func backendPlan(_ configuration: VaultConfiguration) async throws -> (usesFile: Bool, reason: String) {
+    private static func backendPlan(_ configuration: VaultConfiguration, probe: SecretServiceProbe?) -> (usesFile: Bool, reason: String) {
         switch configuration.backend {
         case .file: return (true, "the encrypted file was requested")
         case .auto:
-            let probe = await SecretServiceStore.probe(timeout: configuration.probeTimeout)
+            guard let probe else { return (true, "auto: the Secret Service was not probed") }
             return probe.outcome == .available
                 ? (false, "auto: the Secret Service is available")
                 : (true, "auto: the Secret Service is not usable (\(probe.summary))")

@@ -15,7 +15,12 @@ extension VaultCommand {
 
         func run() async throws {
             let configuration = try global.configuration()
-            let probe = await SecretServiceStore.probe(timeout: configuration.probeTimeout)
+            // One probe, shown here and used to choose the backend.
+            let probe = if let needed = await GlobalOptions.probe(for: configuration) {
+                needed
+            } else {
+                await SecretServiceStore.probe(timeout: configuration.probeTimeout)
+            }
             let path = configuration.resolvedFilePath
             var vault: Vault?
             // The key that opened the vault, which may have been typed at the terminal.
@@ -25,7 +30,7 @@ extension VaultCommand {
             var failure: VaultError?
             var entries: Int?
             do {
-                switch try await global.openExistingVault() {
+                switch try await global.openExistingVault(probe: probe) {
                 case .opened(let opened, let usedKey):
                     vault = opened
                     keySource = usedKey

@@ -147,4 +147,21 @@ import Glibc
         #expect(auto["backend"] as? String == "file", "\(auto.fields)")
         #expect(auto["probe"] as? String == "no-session-bus")
     }
+
+    @Test func theVaultCommandOnALockedKeyringExitsSixQuickly() async throws {
+        let bus = try await unlockedKeyring()
+        try await bus.lockLogin()
+        let vault = try SecretServiceCheck.sibling("vault")
+
+        let get = try await offPool { try ChildProcess.run(vault, ["get", "github", "--backend", "secret-service"], environment: bus.environment) }
+        #expect(get.status == 6, "\(get.stderr)")
+        #expect(get.stderr.contains("locked"))
+        #expect(get.stderr.contains("no prompt can be shown") || get.stderr.contains("no unlock prompt can be shown"))
+        #expect(get.elapsed < .seconds(3))
+
+        let status = try await offPool { try ChildProcess.run(vault, ["status", "--json"], environment: bus.environment) }
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])
+        #expect((object["secret_service"] as? [String: Any])?["outcome"] as? String == "locked")
+        #expect((object["reason"] as? String)?.contains("locked") == true, "auto says why it does not use the keyring")
+    }
 }

@@ -40,7 +40,7 @@ final class ChildProcess: @unchecked Sendable {
     }
 
     init(_ path: String, _ arguments: [String], environment: [String: String], input wantsInput: Bool = false,
-         output wantsOutput: Bool = false) throws {
+         output wantsOutput: Bool = false, errorPath: String = "/dev/null") throws {
         Self.spawnLock.lock()
         defer { Self.spawnLock.unlock() }
         var actions = posix_spawn_file_actions_t()
@@ -62,7 +62,7 @@ final class ChildProcess: @unchecked Sendable {
         } else {
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         }
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         // Nothing else of the test runner's: a daemon holding another test's pipe open would keep
         // that test waiting for an end of file that never comes.
         guard Self.closeFrom(&actions, 3) == 0 else { throw SetupFailure("posix_spawn_file_actions_addclosefrom_np failed") }
@@ -124,6 +124,25 @@ final class ChildProcess: @unchecked Sendable {
         kill(SIGCONT)
         kill(SIGKILL)
         wait()
+    }
+
+    /// Runs `path` to its end with stdout and stderr captured: a command-line run, timed.
+    static func run(_ path: String, _ arguments: [String], environment: [String: String]) throws
+        -> (status: Int32, stdout: String, stderr: String, elapsed: Duration)
+    {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tv-run-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }  // scratch cleanup
+        let errorFile = directory.appendingPathComponent("stderr").path
+        let clock = ContinuousClock()
+        let start = clock.now
+        let child = try ChildProcess(path, arguments, environment: environment, output: true, errorPath: errorFile)
+        let output = child.readAll()
+        let raw = child.wait()
+        let elapsed = clock.now - start
+        let status: Int32 = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : -1
+        let errors = (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? ""
+        return (status, String(decoding: output, as: UTF8.self), errors, elapsed)
     }
 
     /// Reads until `output` ends.
@@ -372,15 +391,18 @@ final class SecretServiceCheck: @unchecked Sendable {
     }
 
     static var path: String {
-        get throws {
-            var directory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-            for _ in 0..<4 {
-                let candidate = directory.appendingPathComponent("secret-service-check").path
-                if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-                directory = directory.deletingLastPathComponent()
-            }
-            throw VaultError(.io, "secret-service-check not found; run `swift build --build-tests` first")
+        get throws { try sibling("secret-service-check") }
+    }
+
+    /// An executable that `swift build` puts next to the test bundle.
+    static func sibling(_ name: String) throws -> String {
+        var directory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = directory.appendingPathComponent(name).path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            directory = directory.deletingLastPathComponent()
         }
+        throw SetupFailure("\(name) not found; run `swift build --build-tests` first")
     }
 
     /// Sends one command and waits for its answer, off the cooperative pool.
