@@ -15,7 +15,7 @@ import TokenVault
         // 1. Device authorization grant: the example shows a user code and polls; the "user"
         //    approves that code on the server's verification page.
         let login = try ChildProcess(
-            "oauth-example", arguments: ["login"] + common, environment: scratch.environment,
+            "oauth-example", arguments: ["login"] + common, environment: scratch.environment(.encryptedFile),
             outputPath: scratch.path("login.out"))
         try login.start()
         var userCode: String?
@@ -28,7 +28,7 @@ import TokenVault
         #expect(loginStatus == 0, "login failed: \(login.output) \(login.errorOutput)")
 
         // The token is in the vault, where this process can read it too.
-        let vault = try await Vault.open(scratch.configuration)
+        let vault = try await Vault.open(scratch.configuration(.encryptedFile))
         let key = try CredentialKey(service: service, account: "me")
         var loggedIn = try #require(try await vault.token(for: key))
         #expect(loggedIn.refreshToken != nil)
@@ -41,7 +41,7 @@ import TokenVault
         loggedIn.expiresAt = Date().addingTimeInterval(-1)
         try await vault.saveToken(loggedIn, for: key)
         let whoami = try ChildProcess(
-            "oauth-example", arguments: ["whoami"] + common, environment: scratch.environment,
+            "oauth-example", arguments: ["whoami"] + common, environment: scratch.environment(.encryptedFile),
             outputPath: scratch.path("whoami.out"))
         try whoami.start()
         let whoamiStatus = try await whoami.wait(bound: .seconds(60))
