@@ -134,9 +134,12 @@ final class VaultFile: @unchecked Sendable {
         self.keys = keys
         self.validEnd = Int64(VaultHeader.length)
         self.observedSize = Int64(snapshot.bytes.count)
-        try ingestLocked(snapshot.bytes, from: VaultHeader.length)
+        // Every stored property is set: from here on, a throw still runs `deinit`, which closes
+        // both descriptors. The defers must not close them as well: the second close(2) could
+        // close a descriptor that another thread has opened under the same number meanwhile.
         fdOwned = false
         lockOwned = false
+        try ingestLocked(snapshot.bytes, from: VaultHeader.length)
         logger.debug(
             "opened encrypted vault file",
             metadata: ["path": "\(path)", "entries": "\(index.count)", "records": "\(recordCount)"])
