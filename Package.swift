@@ -46,6 +46,12 @@ let package = Package(
             name: "vault-file-stress",
             dependencies: ["TokenVault"]
         ),
+        // A child process for the Secret Service tests: the store always uses its process's session
+        // bus, so tests of a locked, frozen or vanished keyring run it on a private bus. Not a product.
+        .executableTarget(
+            name: "secret-service-check",
+            dependencies: ["TokenVault"]
+        ),
         // Writes the token shapes that OAuth tutorials leave in UserDefaults, with Foundation's
         // own UserDefaults, for the migration tests and Scripts/demo. Not a product.
         .executableTarget(
@@ -66,6 +72,12 @@ let package = Package(
             name: "refresh-stress",
             dependencies: ["TokenVault"]
         ),
+        // The TokenVault side of Scripts/bench: W1, scale, multi-process writers and the fsync
+        // floor, through the public API. Not a product: Scripts/bench builds and runs it.
+        .executableTarget(
+            name: "tokenvault-bench",
+            dependencies: ["TokenVault"]
+        ),
         // The fuzz properties (Fuzz/FuzzHarness), shared by the libFuzzer targets and the regression
         // tests that replay their fixtures. Not a product; uses only TokenVault's public API.
         .target(
@@ -75,7 +87,9 @@ let package = Package(
         ),
         .testTarget(
             name: "TokenVaultTests",
-            dependencies: ["TokenVault", "FuzzHarness", "tutorial-defaults", "vault-file-stress"],
+            dependencies: [
+                "TokenVault", "FuzzHarness", "vault", "tutorial-defaults", "vault-file-stress", "secret-service-check",
+            ],
             resources: [.copy("Fixtures")]
         ),
         .testTarget(

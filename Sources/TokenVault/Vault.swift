@@ -41,8 +41,12 @@ public struct Vault: Sendable {
     ///   is unlocked; otherwise it uses the encrypted file. It never falls back to plain text.
     /// - A backend named explicitly fails closed: if it cannot be used, this throws
     ///   `backendUnavailable` or `locked` rather than choosing another.
+    ///
+    /// - Parameter probe: what ``SecretServiceStore/probe(timeout:environment:)`` already found, if
+    ///   the caller probed (to show it, say); `nil` probes here when the backend needs it.
     public static func open(
         _ configuration: VaultConfiguration = VaultConfiguration(),
+        probe known: SecretServiceProbe? = nil,
         logger: Logger = Vault.noopLogger
     ) async throws -> Vault {
         switch configuration.backend {
@@ -53,29 +57,45 @@ public struct Vault: Sendable {
                 logger: logger
             )
         case .secretService:
-            let probe = await SecretServiceStore.probe(timeout: configuration.probeTimeout)
-            guard probe.outcome == .available else {
+            let options = configuration.secretService
+            let probe = if let known { known } else { await SecretServiceStore.probe(timeout: configuration.probeTimeout) }
+            let reason: String
+            switch probe.outcome {
+            case .available:
+                reason = "the Secret Service was requested and is available"
+            case .locked where options.unlockPrompt && probe.canPrompt:
+                // Fail closed only when nobody could unlock it: here a prompt can be shown.
+                reason = "the Secret Service was requested; its collection is locked and will be unlocked by a prompt"
+            default:
                 throw probe.unavailableError(requestedExplicitly: true)
             }
-            let store = try SecretServiceStore(logger: logger)
+            let store = try await SecretServiceStore.open(options: options, logger: logger)
             return Vault(
                 store: store,
-                selection: BackendSelection(
-                    backend: .secretService, reason: "the Secret Service was requested and is available", probe: probe),
+                selection: BackendSelection(backend: .secretService, reason: reason, probe: probe),
                 logger: logger
             )
         case .file:
             return try await openFile(configuration, reason: "the encrypted file was requested", probe: nil, logger: logger)
         case .auto:
-            let probe = await SecretServiceStore.probe(timeout: configuration.probeTimeout)
+            let options = configuration.secretService
+            let probe = if let known { known } else { await SecretServiceStore.probe(timeout: configuration.probeTimeout) }
             if probe.outcome == .available {
-                let store = try SecretServiceStore(logger: logger)
-                return Vault(
-                    store: store,
-                    selection: BackendSelection(
-                        backend: .secretService, reason: "auto: the Secret Service is available", probe: probe),
-                    logger: logger
-                )
+                do {
+                    let store = try await SecretServiceStore.open(options: options, logger: logger)
+                    return Vault(
+                        store: store,
+                        selection: BackendSelection(
+                            backend: .secretService, reason: "auto: the Secret Service is available", probe: probe),
+                        logger: logger
+                    )
+                } catch let error as VaultError where error.code == .backendUnavailable || error.code == .timeout {
+                    // It went away between the probe and the connection: same as not available.
+                    logger.debug("Secret Service vanished after the probe; using the encrypted file")
+                    return try await openFile(
+                        configuration, reason: "auto: the Secret Service stopped answering (\(error.message))",
+                        probe: probe, logger: logger)
+                }
             }
             logger.debug("Secret Service not usable; using the encrypted file", metadata: ["probe": "\(probe.outcome)"])
             return try await openFile(
@@ -96,7 +116,9 @@ public struct Vault: Sendable {
         let store = try await EncryptedFileStore.open(
             path: path,
             keySource: keySource,
-            options: EncryptedFileStore.Options(allowInsecurePermissions: configuration.allowInsecurePermissions),
+            options: EncryptedFileStore.Options(
+                allowInsecurePermissions: configuration.allowInsecurePermissions,
+                createIfMissing: configuration.createIfMissing),
             logger: logger
         )
         return Vault(
@@ -115,14 +137,15 @@ public struct Vault: Sendable {
     }
 
     /// The token stored under `key`, or `nil` if there is none.
-    /// - Throws: `invalidInput` if the entry holds something that is not a token.
+    /// - Throws: `invalidInput` if the entry holds something that is not a token, such as an
+    ///   opaque secret saved with ``saveSecret(_:for:)`` (read that with ``secret(for:)``).
     public func token(for key: CredentialKey) async throws -> OAuthToken? {
         guard let data = try await store.load(key) else { return nil }
         do {
             return try OAuthToken(storedForm: data)
         } catch let error as VaultError where error.code == .integrityFailure {
             throw VaultError(
-                .invalidInput, "The entry \(key) is not a token; read it with secret(for:).", underlying: error)
+                .invalidInput, "The entry \(key) holds an opaque secret, not a token.", underlying: error)
         }
     }
 

@@ -10,6 +10,7 @@ public import Foundation
 /// | `TOKEN_VAULT_FILE` | the vault file; default `$XDG_DATA_HOME/token-vault/tokens.vault` |
 /// | `TOKEN_VAULT_KEY_FILE` | a file holding a 32-byte key (raw, hex or base64) |
 /// | `TOKEN_VAULT_PASSPHRASE_FILE` | a file whose content (less one trailing newline) is the passphrase |
+/// | `TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS` | `1` to accept a vault or key file others can read (see ``allowInsecurePermissions``) |
 public struct VaultConfiguration: Sendable {
     /// Which backend to use.
     public enum Backend: String, Sendable, CaseIterable, CustomStringConvertible {
@@ -50,29 +51,38 @@ public struct VaultConfiguration: Sendable {
     public var filePath: String?
     /// How to unlock the vault file.
     public var keySource: KeySource?
+    /// Create the vault file (`0600`) and its directory (`0700`) when they do not exist. On by
+    /// default, so that a first ``Vault/open(_:logger:)`` just works; read-only tools turn it
+    /// off so that looking leaves nothing behind, and then a missing file is `backendUnavailable`.
+    public var createIfMissing: Bool = true
     /// How long the Secret Service probe may take before it gives up.
     public var probeTimeout: Duration
     /// Accept a vault or key file that group or others can read. Off by default, as ssh does.
     public var allowInsecurePermissions: Bool
+    /// How to use the Secret Service: call deadlines and unlock prompts.
+    public var secretService: SecretServiceStore.Options
 
     public init(
         backend: Backend = .auto,
         filePath: String? = nil,
         keySource: KeySource? = nil,
         probeTimeout: Duration = .seconds(2),
-        allowInsecurePermissions: Bool = false
+        allowInsecurePermissions: Bool = false,
+        secretService: SecretServiceStore.Options = SecretServiceStore.Options()
     ) {
         self.backend = backend
         self.filePath = filePath
         self.keySource = keySource
         self.probeTimeout = probeTimeout
         self.allowInsecurePermissions = allowInsecurePermissions
+        self.secretService = secretService
     }
 
-    /// Reads `TOKEN_VAULT_BACKEND`, `TOKEN_VAULT_FILE`, `TOKEN_VAULT_KEY_FILE` and
-    /// `TOKEN_VAULT_PASSPHRASE_FILE`.
-    /// - Throws: ``VaultError`` `invalidInput` for an unknown backend name, or when both a key
-    ///   file and a passphrase file are set.
+    /// Reads `TOKEN_VAULT_BACKEND`, `TOKEN_VAULT_FILE`, `TOKEN_VAULT_KEY_FILE`,
+    /// `TOKEN_VAULT_PASSPHRASE_FILE` and `TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS` (`1`, `true` or
+    /// `yes`; `0`, `false`, `no` or empty for off).
+    /// - Throws: ``VaultError`` `invalidInput` for an unknown backend name or switch value, or
+    ///   when both a key file and a passphrase file are set.
     public static func fromEnvironment(
         _ environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> VaultConfiguration {
@@ -99,6 +109,13 @@ public struct VaultConfiguration: Sendable {
             throw VaultError(
                 .invalidInput, "Set TOKEN_VAULT_KEY_FILE or TOKEN_VAULT_PASSPHRASE_FILE, not both."
             )
+        }
+        switch environment["TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS"]?.lowercased() {
+        case nil, "", "0", "false", "no": break
+        case "1", "true", "yes": configuration.allowInsecurePermissions = true
+        case let other?:
+            throw VaultError(
+                .invalidInput, "TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS must be 1 or 0; it is '\(other)'.")
         }
         return configuration
     }

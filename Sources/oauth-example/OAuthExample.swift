@@ -12,7 +12,10 @@ import FoundationNetworking
 ///     oauth-example whoami --server http://127.0.0.1:8000   # calls the API with a fresh token
 ///
 /// The vault comes from the environment (`TOKEN_VAULT_BACKEND`, `TOKEN_VAULT_FILE`,
-/// `TOKEN_VAULT_KEY_FILE`, …; see `VaultConfiguration.fromEnvironment`). No token is printed.
+/// `TOKEN_VAULT_KEY_FILE`, …; see `VaultConfiguration.fromEnvironment`). With none of them set it
+/// is `auto`: the desktop's Secret Service when it answers and is unlocked, otherwise the
+/// encrypted file, which then needs `TOKEN_VAULT_KEY_FILE` or `TOKEN_VAULT_PASSPHRASE_FILE`.
+/// No token is printed.
 @main
 struct OAuthExample: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

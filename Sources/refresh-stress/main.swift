@@ -10,8 +10,10 @@
 // With --hold-file, a single caller refreshes, creates H from inside its refresh (while holding
 // the key's lock) and then hangs there until it is killed.
 //
-// With REFRESH_STRESS_DIRECTORY_STORE=DIR set, it uses a plain test-only store in DIR instead
-// (see DirectoryStore.swift), which takes the runtime-directory lock like the Secret Service.
+// The vault is a real backend, as a client would open it: TOKEN_VAULT_BACKEND=file (with
+// TOKEN_VAULT_FILE and TOKEN_VAULT_KEY_FILE) or TOKEN_VAULT_BACKEND=secret-service, on the session
+// bus and XDG_RUNTIME_DIR it inherits. Each record names the backend the vault really opened and the
+// XDG_RUNTIME_DIR the child saw, so a test can tell that every child used the same store and lock.
 
 import Foundation
 import TokenVault
@@ -102,12 +104,15 @@ func waitForFile(_ path: String, bound: Duration) async throws {
 
 func run() async throws {
     let arguments = try Arguments(CommandLine.arguments)
-    let vault: Vault
-    if let directory = ProcessInfo.processInfo.environment["REFRESH_STRESS_DIRECTORY_STORE"] {
-        vault = Vault(store: DirectoryStore(directory: directory))
-    } else {
-        vault = try await Vault.open(.fromEnvironment())
-    }
+    var configuration = try VaultConfiguration.fromEnvironment()
+    // The test keyring is shared by every test running at once, and gnome-keyring rewrites its
+    // whole file on each change: allow more than the 10 s default per call. Never prompt.
+    configuration.secretService = SecretServiceStore.Options(timeout: .seconds(30), unlockPrompt: false)
+    let vault = try await Vault.open(configuration)
+    let backend = vault.selection.backend.rawValue
+    // Where the Secret Service's lock files live depends on it: the test checks that every child
+    // saw the same one as the test itself.
+    let runtimeDirectory = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"] ?? ""
     let server = arguments.server
     let timeout = Duration.milliseconds(Int(arguments.lockTimeout * 1000))
 
@@ -130,7 +135,10 @@ func run() async throws {
         for account in arguments.accounts {
             for task in 0..<arguments.tasks {
                 group.addTask {
-                    var fields = ["account": account, "task": String(task), "pid": String(getpid())]
+                    var fields = [
+                        "account": account, "task": String(task), "pid": String(getpid()), "backend": backend,
+                        "runtime": runtimeDirectory,
+                    ]
                     do {
                         let key = try CredentialKey(service: arguments.service, account: account)
                         let token = try await vault.freshToken(for: key, leeway: arguments.leeway, timeout: timeout) {

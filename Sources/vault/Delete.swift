@@ -10,7 +10,12 @@ extension VaultCommand {
 
         func run() async throws {
             let key = try entry.key()
-            let vault = try await global.openVault()
+            let vault: Vault
+            switch try await global.openExistingVault() {
+            case .opened(let opened, _): vault = opened
+            case .noVaultYet(let path, _):
+                throw VaultError(.notFound, "No entry is stored for \(key): there is no vault yet at \(path).")
+            }
             guard try await vault.deleteSecret(for: key) else {
                 throw VaultError(.notFound, "No entry is stored for \(key).")
             }

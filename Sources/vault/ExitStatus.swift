@@ -30,8 +30,10 @@ enum ExitStatus {
           2   not found (no such entry, plist or vault file)
           3   the token has expired (vault get without --allow-expired)
           4   authentication failed (wrong key or passphrase)
-          5   integrity failure (vault file tampered with, corrupt or unreadable)
-          6   backend unavailable or locked (no Secret Service, no key or key file)
+          5   integrity failure (vault file tampered with, corrupt, truncated, empty
+              or not a vault)
+          6   backend unavailable or locked (no Secret Service, no key, key file
+              missing, time-out)
           64  usage error
         """
 }

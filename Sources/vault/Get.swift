@@ -25,17 +25,41 @@ extension VaultCommand {
         @Flag(help: "Print the token even if it has expired.")
         var allowExpired = false
 
+        /// A token this close to its expiry counts as expired: the library's default leeway,
+        /// which absorbs clock skew and the time a request takes.
+        static let leeway: TimeInterval = 60
+
         func run() async throws {
             let key = try entry.key()
-            let vault = try await global.openVault()
-            guard let token = try await vault.token(for: key) else {
+            let vault: Vault
+            switch try await global.openExistingVault() {
+            case .opened(let opened, _): vault = opened
+            case .noVaultYet(let path, _):
+                throw VaultError(.notFound, "No token is stored for \(key): there is no vault yet at \(path).")
+            }
+            let stored: OAuthToken?
+            do {
+                stored = try await vault.token(for: key)
+            } catch let error as VaultError where error.code == .invalidInput {
+                throw VaultError(
+                    error.code,
+                    "\(error.message) `vault get` prints only tokens, so it is not shown; a program reads it with the TokenVault library (Vault.secret(for:)), and `vault delete \(key.service) \(key.account)` removes it.",
+                    underlying: error)
+            }
+            guard let token = stored else {
                 throw VaultError(.notFound, "No token is stored for \(key).")
             }
-            let expired = token.isExpired()
+            let now = Date()
+            let expired = token.isExpired(at: now, leeway: Self.leeway)
             if expired && !allowExpired {
-                let when = token.expiresAt.map { " at \(Output.timestamp($0))" } ?? ""
+                let state: String
+                if let expiresAt = token.expiresAt, expiresAt > now {
+                    state = "expires within \(Int(Self.leeway)) s (at \(Output.timestamp(expiresAt)))"
+                } else {
+                    state = "expired" + (token.expiresAt.map { " at \(Output.timestamp($0))" } ?? "")
+                }
                 throw VaultError(
-                    .expired, "The token for \(key) expired\(when); refresh it, or use --allow-expired to print it anyway.")
+                    .expired, "The token for \(key) \(state); refresh it, or use --allow-expired to print it anyway.")
             }
             guard json else {
                 Output.line(token.accessToken)

@@ -29,6 +29,10 @@ struct GlobalOptions: ParsableArguments {
         completion: .file())
     var passphraseFile: String?
 
+    @Flag(help: ArgumentHelp(
+        "Accept a vault, key or passphrase file that group or others can read (env TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1)."))
+    var allowInsecurePermissions = false
+
     func validate() throws {
         _ = try configuration()
     }
@@ -58,35 +62,98 @@ struct GlobalOptions: ParsableArguments {
             }
             configuration.backend = chosen
         }
+        // Whatever its source: `vault` runs once and exits, so a memory vault would lose every
+        // token it was given, and `vault migrate` would scrub the plist into it.
+        if configuration.backend == .memory {
+            throw ValidationError(
+                "TOKEN_VAULT_BACKEND=memory is for tests of the library; the vault command keeps nothing in memory after it exits. Use auto, secret-service or file."
+            )
+        }
         if let file {
             guard !file.isEmpty else { throw ValidationError("--file must not be empty.") }
             configuration.filePath = file
         }
         if let keyFile { configuration.keySource = .keyFile(keyFile) }
         if let passphraseFile { configuration.keySource = .passphraseFile(passphraseFile) }
+        if allowInsecurePermissions { configuration.allowInsecurePermissions = true }
         return configuration
     }
 
-    /// Opens the vault. When the encrypted file will be used, no key was given and there is a
-    /// terminal, asks for the passphrase there with echo off (twice when creating the file).
-    func openVault(forcingFile: Bool = false) async throws -> Vault {
+    /// Opens the vault, creating a file vault (and its directory) if it does not exist yet: for
+    /// commands that write. When the encrypted file will be used, no key was given and there is
+    /// a terminal, asks for the passphrase there with echo off (twice when creating the file).
+    func openVault(forcingFile: Bool = false, createIfMissing: Bool = true) async throws -> Vault {
         var configuration = try configuration()
         if forcingFile { configuration.backend = .file }
-        if configuration.keySource == nil, try await usesFile(configuration),
-            let terminal = Terminal.openControllingTerminal()
-        {
+        configuration.createIfMissing = createIfMissing
+        let probe = await Self.probe(for: configuration)
+        let (usesFile, _) = Self.backendPlan(configuration, probe: probe)
+        return try await open(configuration, usesFile: usesFile, probe: probe).vault
+    }
+
+    /// What a read-only command finds: the vault, or no vault yet.
+    enum ExistingVault {
+        /// The vault, and the key that actually opened it (a typed passphrase included).
+        case opened(Vault, keySource: VaultConfiguration.KeySource?)
+        /// The file backend would be used, and its file does not exist: nothing to read.
+        case noVaultYet(path: String, reason: String)
+    }
+
+    /// Opens the vault only if it exists: never creates a file or a directory, and does not ask
+    /// for a passphrase for a vault that is not there. For commands that only read (and dry runs).
+    /// - Parameter probe: the Secret Service probe, if the caller already ran it (`status` shows it).
+    func openExistingVault(probe known: SecretServiceProbe? = nil) async throws -> ExistingVault {
+        var configuration = try configuration()
+        configuration.createIfMissing = false
+        let probe = if let known { known } else { await Self.probe(for: configuration) }
+        let (usesFile, reason) = Self.backendPlan(configuration, probe: probe)
+        let path = configuration.resolvedFilePath
+        if usesFile, !Self.exists(path) {
+            return .noVaultYet(path: path, reason: reason)
+        }
+        let (vault, keySource) = try await open(configuration, usesFile: usesFile, probe: probe)
+        return .opened(vault, keySource: keySource)
+    }
+
+    private func open(
+        _ configuration: VaultConfiguration, usesFile: Bool, probe: SecretServiceProbe?
+    ) async throws -> (vault: Vault, keySource: VaultConfiguration.KeySource?) {
+        var configuration = configuration
+        if configuration.keySource == nil, usesFile, let terminal = Terminal.openControllingTerminal() {
             defer { _ = close(terminal) }
             configuration.keySource = .passphrase(try askPassphrase(for: configuration.resolvedFilePath, terminal: terminal))
         }
-        return try await Vault.open(configuration)
+        return (try await Vault.open(configuration, probe: probe), configuration.keySource)
     }
 
-    private func usesFile(_ configuration: VaultConfiguration) async throws -> Bool {
+    /// The Secret Service probe, once per command, when the backend choice depends on it.
+    static func probe(for configuration: VaultConfiguration) async -> SecretServiceProbe? {
         switch configuration.backend {
-        case .file: return true
-        case .auto: return await SecretServiceStore.probe(timeout: configuration.probeTimeout).outcome != .available
-        case .secretService, .memory: return false
+        case .auto, .secretService: await SecretServiceStore.probe(timeout: configuration.probeTimeout)
+        case .file, .memory: nil
         }
+    }
+
+    /// Whether the encrypted file will be used, and why (as `Vault.open` would put it).
+    private static func backendPlan(_ configuration: VaultConfiguration, probe: SecretServiceProbe?) -> (usesFile: Bool, reason: String) {
+        switch configuration.backend {
+        case .file: return (true, "the encrypted file was requested")
+        case .auto:
+            guard let probe else { return (true, "auto: the Secret Service was not probed") }
+            return probe.outcome == .available
+                ? (false, "auto: the Secret Service is available")
+                : (true, "auto: the Secret Service is not usable (\(probe.summary))")
+        case .secretService: return (false, "the Secret Service was requested")
+        case .memory: return (false, "the memory backend was requested")
+        }
+    }
+
+    /// Whether something is at `path`. Only a definite "no such file" counts as missing: any
+    /// other failure (such as a directory we may not search) is left for the open to report.
+    static func exists(_ path: String) -> Bool {
+        var status = stat()
+        if stat(path, &status) == 0 { return true }
+        return errno != ENOENT && errno != ENOTDIR
     }
 
     private func askPassphrase(for path: String, terminal: Int32) throws -> SecretBytes {

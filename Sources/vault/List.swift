@@ -17,7 +17,14 @@ extension VaultCommand {
         var json = false
 
         func run() async throws {
-            let vault = try await global.openVault()
+            let vault: Vault
+            switch try await global.openExistingVault() {
+            case .opened(let opened, _): vault = opened
+            case .noVaultYet(let path, _):
+                if json { try Output.json([Any]()) }
+                Output.note("No vault yet at \(path); `vault set` or `vault migrate` creates it.")
+                return
+            }
             var rows: [(key: CredentialKey, expiresAt: Date?, expired: Bool, isToken: Bool)] = []
             for key in try await vault.keys(service: service) {
                 // An entry that is not a token (an opaque secret) is listed without an expiry.

@@ -79,8 +79,28 @@ extension VaultCommand {
             let options = MigrationOptions(
                 service: service ?? domain, account: account, keys: keys.isEmpty ? nil : keys, overwrite: overwrite,
                 removeSource: !keepSource, dryRun: dryRun)
-            let vault = try await global.openVault()
-            let report = try await vault.migrateDefaults(plistAt: url, options: options)
+            let vault: Vault
+            switch try await global.openExistingVault() {
+            case .opened(let opened, _):
+                vault = opened
+            case .noVaultYet:
+                // No vault yet, so nothing in it to collide with: plan against an empty one in
+                // memory. A dry run, a plist with no tokens or one that fails validation then
+                // ends here, and no vault file is created for nothing.
+                var plan = options
+                plan.dryRun = true
+                let report = try await Vault(store: MemoryStore(), reason: "no vault yet").migrateDefaults(
+                    plistAt: url, options: plan)
+                if options.dryRun || report.isEmpty {
+                    try show(report)
+                    return
+                }
+                vault = try await global.openVault()
+            }
+            try show(try await vault.migrateDefaults(plistAt: url, options: options))
+        }
+
+        private func show(_ report: MigrationReport) throws {
             for warning in report.warnings { Output.warning(warning) }
             if json {
                 try Output.json(encoding: report)

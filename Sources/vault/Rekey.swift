@@ -66,7 +66,7 @@ extension VaultCommand {
                 throw VaultError(.notFound, "There is no vault file at \(path) to rekey.")
             }
             let newSource = try newKeySource(for: path)
-            let vault = try await global.openVault(forcingFile: true)
+            let vault = try await global.openVault(forcingFile: true, createIfMissing: false)
             guard let store = vault.store as? EncryptedFileStore else {
                 throw VaultError(.backendUnavailable, "rekey needs the encrypted file backend.")
             }

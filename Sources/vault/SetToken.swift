@@ -15,11 +15,20 @@ extension VaultCommand {
             abstract: "Store a token read from stdin.",
             discussion: """
                 The token is read from stdin only, never from the command line, so that it does not \
-                show up in `ps` or the shell history. Stdin may hold a JSON token response \
-                (RFC 6749), a form-encoded one (access_token=...&token_type=bearer) or the bare \
-                token on one line. At a terminal it is read with echo off.
+                show up in `ps` or the shell history; the command takes no argument for it. At a \
+                terminal it is read with echo off.
 
-                  curl -s -d ... https://github.com/login/oauth/access_token | vault set github octocat
+                Stdin holds one of:
+                  - a JSON token response (RFC 6749), starting with {;
+                  - a form-encoded response (access_token=...&token_type=bearer);
+                  - the bare token: one line with no spaces, where = may only
+                    end it (base64 padding).
+                Input that starts with [, or holds & or an = before its end, is read \
+                as a response too, never as a bare token. A response without an \
+                access_token, and an OAuth error response such as GitHub's \
+                error=bad_verification_code&..., exit with code 1 and store nothing.
+
+                  curl -s -d ... "$TOKEN_URL" | vault set github octocat
                 """
         )
 
@@ -29,7 +38,17 @@ extension VaultCommand {
         @Option(help: ArgumentHelp("For a bare token, or a response without expires_in: its lifetime.", valueName: "seconds"))
         var expiresIn: Int?
 
+        /// Anything more on the command line. Never used, and never repeated in a message: it
+        /// may be a token someone tried to pass as an argument.
+        @Argument(parsing: .allUnrecognized, help: .private)
+        var unexpected: [String] = []
+
         func validate() throws {
+            guard unexpected.isEmpty else {
+                throw ValidationError(
+                    "vault set reads the token from stdin only, never from the command line, where ps and the shell history would show it. It takes SERVICE [ACCOUNT] and the options in --help; the \(unexpected.count) other argument(s) are not repeated here. Pipe the token in: ... | vault set SERVICE [ACCOUNT]"
+                )
+            }
             if let expiresIn, expiresIn <= 0 {
                 throw ValidationError("--expires-in must be a positive number of seconds.")
             }
@@ -53,9 +72,28 @@ extension VaultCommand {
                 return secret.withUnsafeBytes { Data($0) }
             }
             let limit = 1 << 20
-            let data = try FileHandle.standardInput.read(upToCount: limit + 1) ?? Data()
+            let data = try Self.readStandardInput(upTo: limit + 1)
             guard data.count <= limit else {
                 throw VaultError(.invalidInput, "The input on stdin is larger than 1 MiB; it is not a token.")
+            }
+            return data
+        }
+
+        /// Reads stdin to its end or `limit` bytes. A failure (stdin is a directory, an I/O
+        /// error) is an `io` error in words, with the system's reason.
+        private static func readStandardInput(upTo limit: Int) throws -> Data {
+            var data = Data()
+            var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+            while data.count < limit {
+                let count = chunk.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, min($0.count, limit - data.count)) }
+                if count < 0 {
+                    let code = errno
+                    if code == EINTR { continue }
+                    let reason = String(cString: strerror(code))
+                    throw VaultError(.io, "Could not read the secret from standard input: \(reason).")
+                }
+                if count == 0 { break }
+                data.append(contentsOf: chunk[0..<count])
             }
             return data
         }
@@ -69,11 +107,9 @@ extension VaultCommand {
             guard !trimmed.isEmpty else {
                 throw VaultError(.invalidInput, "Stdin was empty; pipe the token or the token response into `vault set`.")
             }
-            let isResponse =
-                trimmed.hasPrefix("{") || trimmed.hasPrefix("access_token=") || trimmed.contains("&access_token=")
             var token: OAuthToken
-            if isResponse {
-                token = try OAuthToken(tokenResponse: Data(trimmed.utf8), receivedAt: now)
+            if looksLikeResponse(trimmed) {
+                token = try response(trimmed, receivedAt: now)
                 if let expiresIn {
                     guard token.expiresAt == nil else {
                         throw ValidationError("The response says when the token expires; leave out --expires-in.")
@@ -93,6 +129,39 @@ extension VaultCommand {
                     expiresAt: expiresIn.map { now.addingTimeInterval(TimeInterval($0)) })
             }
             return token
+        }
+
+        /// Whether stdin is a token response rather than a bare token.
+        ///
+        /// A bare token is an RFC 6750 `b64token`: letters, digits and `-._~+/`, then optional `=`
+        /// padding. So `{` or `[` at the start, an `&` anywhere, or an `=` before the trailing
+        /// padding means a response (GitHub's `error=bad_verification_code&…` included), and
+        /// so do the field names that start one (`error=` alone). Erring this way is safe: a
+        /// response is parsed strictly, and what is not a valid token response is refused,
+        /// whereas a response taken for a bare token would be stored as the token.
+        static func looksLikeResponse(_ text: String) -> Bool {
+            if text.hasPrefix("{") || text.hasPrefix("[") || text.contains("&") { return true }
+            if ["access_token=", "error="].contains(where: { text.hasPrefix($0) }) { return true }
+            let unpadded = text.reversed().drop { $0 == "=" }
+            return unpadded.contains("=")
+        }
+
+        /// Parses a token response; an error response or a malformed one stores nothing.
+        private static func response(_ text: String, receivedAt now: Date) throws -> OAuthToken {
+            do {
+                return try OAuthToken(tokenResponse: Data(text.utf8), receivedAt: now)
+            } catch let error as VaultError where error.code == .tokenEndpointError {
+                let detail = error.oauthError.map { "\($0)" } ?? error.message
+                throw VaultError(
+                    error.code,
+                    "Stdin holds an error response from the token endpoint, not a token; nothing was stored. The endpoint said: \(detail)",
+                    underlying: error.underlying)
+            } catch let error as VaultError {
+                throw VaultError(
+                    error.code,
+                    "Stdin was read as a token response (it starts with { or [, or holds name=value pairs) and is not a valid one; nothing was stored. \(error.message)",
+                    underlying: error)
+            }
         }
     }
 }

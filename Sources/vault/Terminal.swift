@@ -9,7 +9,8 @@ import TokenVault
 
 /// Reading secrets typed at a terminal: echo off, straight into secure memory, never a `String`.
 enum Terminal {
-    /// The longest secret accepted from a terminal.
+    /// The longest secret accepted from a terminal, in bytes. Longer input is refused, never cut
+    /// short; a longer token can be piped into `vault set`, which reads up to 1 MiB from a pipe.
     static let maximumLength = 4096
 
     /// The controlling terminal opened for reading and writing, or `nil` if there is none.
@@ -25,8 +26,12 @@ enum Terminal {
     /// The terminal is put in non-canonical mode without signals so that the bytes go straight
     /// into `sodium_malloc` memory: Backspace erases, Enter ends, Ctrl-C or Ctrl-D on an empty
     /// line cancels. The terminal's settings are restored before returning, whatever happens.
+    /// The prompt appears only once echo is off, so nothing typed after it is echoed or flushed.
+    ///
+    /// - Throws: `tooLarge` for a line longer than ``maximumLength`` (read to its end and
+    ///   discarded, so that no part of it reaches whatever reads the terminal next);
+    ///   `cancelled`; `io` when the terminal cannot be set up.
     static func readSecret(prompt: String, input: Int32, output: Int32) throws -> SecretBytes {
-        show(output, prompt)
         var original = termios()
         guard tcgetattr(input, &original) == 0 else {
             throw VaultError(.io, "Could not read the terminal settings.")
@@ -44,16 +49,18 @@ enum Terminal {
             _ = tcsetattr(input, TCSAFLUSH, &original)
             show(output, "\n")
         }
+        show(output, prompt)
 
         var length = 0
         var cancelled = false
+        var tooLong = false
         let scratch = try SecretBytes(count: maximumLength) { buffer in
             var byte: UInt8 = 0
             while true {
                 let count = read(input, &byte, 1)
                 if count < 0 && errno == EINTR { continue }
                 guard count == 1 else {
-                    cancelled = length == 0
+                    cancelled = length == 0 && !tooLong
                     return
                 }
                 switch byte {
@@ -63,7 +70,7 @@ enum Terminal {
                     cancelled = true
                     return
                 case 0x04:  // Ctrl-D
-                    if length == 0 {
+                    if length == 0 && !tooLong {
                         cancelled = true
                     }
                     return
@@ -74,11 +81,19 @@ enum Terminal {
                         buffer[length] = 0
                         if removed & 0xC0 != 0x80 { break }
                     }
-                case 0x15:  // Ctrl-U: erase the line
+                case 0x15:  // Ctrl-U: erase the line, even one that was too long
                     for index in 0..<length { buffer[index] = 0 }
                     length = 0
+                    tooLong = false
                 default:
-                    guard length < buffer.count else { return }
+                    guard !tooLong else { break }
+                    guard length < buffer.count else {
+                        // Keep reading to the end of the line, but keep none of it.
+                        tooLong = true
+                        for index in 0..<length { buffer[index] = 0 }
+                        length = 0
+                        break
+                    }
                     buffer[length] = byte
                     length += 1
                 }
@@ -87,6 +102,12 @@ enum Terminal {
         }
         if cancelled {
             throw VaultError(.cancelled, "Cancelled.")
+        }
+        if tooLong {
+            throw VaultError(
+                .tooLarge,
+                "The input typed is longer than \(maximumLength) bytes, the most read from a terminal; it was discarded, not cut short. Pipe a longer token into `vault set` instead."
+            )
         }
         return try SecretBytes(count: length) { destination in
             scratch.withUnsafeBytes { source in

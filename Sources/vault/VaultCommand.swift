@@ -7,10 +7,13 @@ struct VaultCommand: AsyncParsableCommand {
         commandName: "vault",
         abstract: "Keep OAuth tokens and other credentials in the Secret Service or an encrypted file.",
         discussion: """
-            Every subcommand takes the global options --backend, --file, --key-file and \
-            --passphrase-file, each of which can also come from the environment \
-            (TOKEN_VAULT_BACKEND, TOKEN_VAULT_FILE, TOKEN_VAULT_KEY_FILE, TOKEN_VAULT_PASSPHRASE_FILE). \
-            With no key and a terminal present, a file vault asks for its passphrase.
+            Every subcommand takes the global options --backend, --file, --key-file, \
+            --passphrase-file and --allow-insecure-permissions, each of which can also come from \
+            the environment (TOKEN_VAULT_BACKEND, TOKEN_VAULT_FILE, TOKEN_VAULT_KEY_FILE, \
+            TOKEN_VAULT_PASSPHRASE_FILE, TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1). With no key \
+            and a terminal present, a file vault asks for its passphrase. A vault, key or \
+            passphrase file that group or others can read is refused unless \
+            --allow-insecure-permissions is given.
 
             \(ExitStatus.helpTable)
             """,

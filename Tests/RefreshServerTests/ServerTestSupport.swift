@@ -101,15 +101,39 @@ struct TestOAuthServer: Sendable {
     }
 }
 
-/// The stores that several processes can share, and that the cross-process tests run against.
+/// The real backends that several processes can share, which the cross-process tests run against.
+/// No stand-in: a mock in place of the backend under test would prove nothing about it.
 enum SharedStore: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    /// The encrypted file backend: lock files next to the vault file.
+    /// The encrypted file backend: lock files beside the vault file, in `tokens.vault.locks/`.
     case encryptedFile
-    /// A plain test-only directory store (DirectoryStore): lock files in the runtime directory,
-    /// as for the Secret Service.
-    case plainDirectory
+    /// The Secret Service: the real gnome-keyring that Scripts/test starts on its private session
+    /// bus. Lock files live in `$XDG_RUNTIME_DIR/token-vault/locks/`, which every process of the
+    /// test shares because each inherits the test runner's environment.
+    case secretService
 
     var testDescription: String { rawValue }
+
+    /// The backend a vault over this store reports.
+    var backend: BackendSelection.Backend {
+        switch self {
+        case .encryptedFile: .file
+        case .secretService: .secretService
+        }
+    }
+}
+
+/// The throwaway gnome-keyring that Scripts/test starts on its private D-Bus.
+enum TestKeyring {
+    /// Fails the test (never skips it) when the keyring is not there.
+    static func require() throws {
+        try #require(
+            ProcessInfo.processInfo.environment["TOKENVAULT_TEST_KEYRING"] == "1",
+            "TOKENVAULT_TEST_KEYRING is not set: these tests need the throwaway gnome-keyring that Scripts/test starts on a private D-Bus. Run them with Scripts/test (e.g. Scripts/test --filter Refresh).")
+    }
+
+    /// How the tests use it: every test of the run shares this one daemon, which rewrites its whole
+    /// keyring file on each change, so calls get more than the 10 s default. No prompt can be shown.
+    static let options = SecretServiceStore.Options(timeout: .seconds(30), unlockPrompt: false)
 }
 
 /// A private scratch directory with a key file and a file-backend vault configuration.
@@ -135,44 +159,40 @@ struct VaultScratch: Sendable {
         else { throw ScratchError(description: "could not write the key file") }
     }
 
-    var configuration: VaultConfiguration {
-        VaultConfiguration(backend: .file, filePath: vaultPath, keySource: .keyFile(keyFile))
-    }
-
-    var storeDirectory: String { path("directory-store") }
-
-    /// A vault over `store`, as the child processes open it.
-    func open(_ store: SharedStore) async throws -> Vault {
+    /// The configuration of a vault over `store`, as this process opens it.
+    func configuration(_ store: SharedStore) throws -> VaultConfiguration {
         switch store {
         case .encryptedFile:
-            return try await Vault.open(configuration)
-        case .plainDirectory:
-            if !FileManager.default.fileExists(atPath: storeDirectory) {
-                try FileManager.default.createDirectory(
-                    atPath: storeDirectory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-            }
-            return Vault(store: DirectoryStore(directory: storeDirectory))
+            return VaultConfiguration(backend: .file, filePath: vaultPath, keySource: .keyFile(keyFile))
+        case .secretService:
+            try TestKeyring.require()
+            return VaultConfiguration(backend: .secretService, secretService: TestKeyring.options)
         }
     }
 
-    /// The environment of a refresh-stress child that opens `store`.
+    /// A vault over `store`, named explicitly so that it fails rather than falls back.
+    func open(_ store: SharedStore) async throws -> Vault {
+        let vault = try await Vault.open(configuration(store))
+        try #require(vault.selection.backend == store.backend, "\(vault.selection)")
+        return vault
+    }
+
+    /// The environment of a child process (refresh-stress, oauth-example) that opens the same
+    /// vault over `store`. Everything else is the test runner's own, in particular the session bus
+    /// (DBUS_SESSION_BUS_ADDRESS) and XDG_RUNTIME_DIR, which place the Secret Service's lock files.
     func environment(_ store: SharedStore) -> [String: String] {
-        var environment = self.environment
-        if store == .plainDirectory {
-            environment["REFRESH_STRESS_DIRECTORY_STORE"] = storeDirectory
-        } else {
-            environment.removeValue(forKey: "REFRESH_STRESS_DIRECTORY_STORE")
-        }
-        return environment
-    }
-
-    /// The same vault, for a child process.
-    var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment
-        environment["TOKEN_VAULT_BACKEND"] = "file"
-        environment["TOKEN_VAULT_FILE"] = vaultPath
-        environment["TOKEN_VAULT_KEY_FILE"] = keyFile
-        environment.removeValue(forKey: "TOKEN_VAULT_PASSPHRASE_FILE")
+        for name in ["TOKEN_VAULT_FILE", "TOKEN_VAULT_KEY_FILE", "TOKEN_VAULT_PASSPHRASE_FILE"] {
+            environment.removeValue(forKey: name)
+        }
+        switch store {
+        case .encryptedFile:
+            environment["TOKEN_VAULT_BACKEND"] = "file"
+            environment["TOKEN_VAULT_FILE"] = vaultPath
+            environment["TOKEN_VAULT_KEY_FILE"] = keyFile
+        case .secretService:
+            environment["TOKEN_VAULT_BACKEND"] = "secret-service"
+        }
         return environment
     }
 
@@ -189,6 +209,35 @@ struct VaultScratch: Sendable {
     }
 
     struct ScratchError: Error, CustomStringConvertible { var description: String }
+}
+
+/// Runs `body` with a vault over `store` in a fresh scratch directory, then, pass or fail, deletes
+/// every entry the test left under `services` and checks that none is left, and removes the
+/// scratch directory. The test keyring is shared by every test of the run, and gnome-keyring
+/// rewrites its whole file on each change: leftovers would slow everything after them down.
+func withVault(
+    _ store: SharedStore, services: [String], _ body: (VaultScratch, Vault) async throws -> Void
+) async throws {
+    let scratch = try VaultScratch()
+    defer { scratch.remove() }
+    let vault = try await scratch.open(store)
+    var failure: (any Error)?
+    do {
+        try await body(scratch, vault)
+    } catch {
+        failure = error
+    }
+    do {
+        for service in services {
+            for key in try await vault.keys(service: service) {
+                try await vault.deleteSecret(for: key)
+            }
+            #expect(try await vault.keys(service: service).isEmpty, "entries of \(service) are left in the \(store) store")
+        }
+    } catch {
+        Issue.record(error, "could not clean up the \(store) store")
+    }
+    if let failure { throw failure }
 }
 
 /// A built executable of this package, run as a child process.

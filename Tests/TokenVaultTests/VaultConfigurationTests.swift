@@ -45,6 +45,24 @@ import TokenVault
         #expect(both?.code == .invalidInput)
     }
 
+    @Test func allowInsecurePermissionsFromTheEnvironment() throws {
+        #expect(try VaultConfiguration.fromEnvironment([:]).allowInsecurePermissions == false)
+        for on in ["1", "true", "yes"] {
+            #expect(try VaultConfiguration.fromEnvironment(["TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS": on]).allowInsecurePermissions)
+        }
+        for off in ["0", "false", "no", ""] {
+            #expect(
+                try VaultConfiguration.fromEnvironment(["TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS": off]).allowInsecurePermissions
+                    == false)
+        }
+        // A value that says neither is refused rather than guessed.
+        let error = #expect(throws: VaultError.self) {
+            try VaultConfiguration.fromEnvironment(["TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS": "maybe"])
+        }
+        #expect(error?.code == .invalidInput)
+        #expect(error?.message.contains("TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS") == true)
+    }
+
     @Test func defaultFileFollowsXDG() {
         #expect(
             VaultConfiguration.defaultFilePath(environment: ["XDG_DATA_HOME": "/x/data", "HOME": "/home/u"])

@@ -29,12 +29,36 @@ import TokenVault
         let error = await #expect(throws: VaultError.self) { try await vault.token(for: key) }
         #expect(error?.code == .invalidInput)
         #expect(error.map { !"\($0)".contains("plain-api-key") } == true)
+        // Neutral: the library does not know whether its caller is Swift code or a command.
+        #expect(error?.message == "The entry api/ci holds an opaque secret, not a token.")
     }
 
     @Test func memoryBackendByConfiguration() async throws {
         let vault = try await Vault.open(VaultConfiguration(backend: .memory))
         #expect(vault.selection.backend == .memory)
         #expect(vault.selection.probe == nil)
+    }
+
+    /// Read-only callers open with `createIfMissing = false`: a missing vault is an error, and
+    /// nothing is created on disk: no file, no lock file, no directory.
+    @Test func fileBackendWithoutCreateLeavesNoTrace() async throws {
+        let dir = try TemporaryDirectory()
+        let key = try FileTestSupport.keyFile(in: dir)
+        for path in [dir.file("tokens.vault"), dir.file("sub/dir/tokens.vault")] {
+            var configuration = VaultConfiguration(backend: .file, filePath: path, keySource: .keyFile(key))
+            configuration.createIfMissing = false
+            let error = await #expect(throws: VaultError.self) { try await Vault.open(configuration) }
+            #expect(error?.code == .backendUnavailable)
+            #expect(error?.message.contains(path) == true)
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["key"], "nothing was created")
+
+        // The default still creates, as it always did.
+        #expect(VaultConfiguration().createIfMissing)
+        let created = try await Vault.open(
+            VaultConfiguration(backend: .file, filePath: dir.file("sub/tokens.vault"), keySource: .keyFile(key)))
+        #expect(created.selection.backend == .file)
+        #expect(FileManager.default.fileExists(atPath: dir.file("sub/tokens.vault")))
     }
 
     @Test func fileBackendWithoutAKeyFailsClosed() async throws {

@@ -54,18 +54,24 @@ final class CLISandbox: @unchecked Sendable {
     }
 
     /// The global options for the file backend with this sandbox's key file.
-    var fileVault: [String] { ["--backend", "file", "--file", vaultFile.path, "--key-file", keyFile.path] }
+    var fileVault: [String] { fileVault(vaultFile) }
 
-    /// Runs `vault` with the file-vault options appended.
+    /// The global options for the file backend at `file` with this sandbox's key file.
+    func fileVault(_ file: URL) -> [String] { ["--backend", "file", "--file", file.path, "--key-file", keyFile.path] }
+
+    /// Runs `vault` with the file-vault options appended (for the vault at `file`, if given).
     @discardableResult
-    func vault(_ arguments: String..., stdin: Data = Data(), environment extra: [String: String] = [:]) throws -> CLIResult {
-        try run("vault", arguments + fileVault, stdin: stdin, environment: extra)
+    func vault(
+        _ arguments: String..., file: URL? = nil, stdin: Data = Data(), environment extra: [String: String] = [:]
+    ) throws -> CLIResult {
+        try run("vault", arguments + fileVault(file ?? vaultFile), stdin: stdin, environment: extra)
     }
 
-    /// Runs an executable from the build products directory.
+    /// Runs an executable from the build products directory. Its stdin is a pipe holding
+    /// `stdin`, or with `stdinPath` that file (or directory) opened for reading, as `< path` does.
     func run(
-        _ name: String, _ arguments: [String], stdin: Data = Data(), environment extra: [String: String] = [:],
-        withoutFileOverride: Bool = false
+        _ name: String, _ arguments: [String], stdin: Data = Data(), stdinPath: String? = nil,
+        environment extra: [String: String] = [:], withoutFileOverride: Bool = false
     ) throws -> CLIResult {
         var arguments = arguments
         var executable = Products.directory.appendingPathComponent(name)
@@ -82,11 +88,19 @@ final class CLISandbox: @unchecked Sendable {
         let input = Pipe()
         let output = Pipe()
         let error = Pipe()
-        process.standardInput = input
+        if let stdinPath {
+            let fd = open(stdinPath, O_RDONLY | O_CLOEXEC)
+            #expect(fd >= 0, "cannot open \(stdinPath)")
+            process.standardInput = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        } else {
+            process.standardInput = input
+        }
         process.standardOutput = output
         process.standardError = error
         try process.run()
-        input.fileHandleForWriting.write(stdin)
+        if stdinPath == nil {
+            input.fileHandleForWriting.write(stdin)
+        }
         try input.fileHandleForWriting.close()
         let out = output.fileHandleForReading.readDataToEndOfFile()
         let err = error.fileHandleForReading.readDataToEndOfFile()

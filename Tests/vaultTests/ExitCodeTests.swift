@@ -19,12 +19,16 @@ import Testing
 
     @Test func notFound() throws {
         let sandbox = try CLISandbox()
-        let get = try sandbox.vault("get", "nothing-here")
-        #expect(get.status == 2, "\(get)")
-        #expect(get.stderr.contains("No token is stored for nothing-here/default"))
-        #expect(get.stdout.isEmpty)
-        let delete = try sandbox.vault("delete", "nothing-here")
-        #expect(delete.status == 2, "\(delete)")
+        // In a vault that exists, and when there is no vault yet at all.
+        #expect(try sandbox.vault("set", "something-else", stdin: Data("gho_fakeFakeFake\n".utf8)).status == 0)
+        for file in [sandbox.vaultFile, sandbox.root.appendingPathComponent("missing/tokens.vault")] {
+            let get = try sandbox.vault("get", "nothing-here", file: file)
+            #expect(get.status == 2, "\(get)")
+            #expect(get.stderr.contains("No token is stored for nothing-here/default"))
+            #expect(get.stdout.isEmpty)
+            let delete = try sandbox.vault("delete", "nothing-here", file: file)
+            #expect(delete.status == 2, "\(delete)")
+        }
     }
 
     @Test func expired() throws {
@@ -38,6 +42,24 @@ import Testing
         let allowed = try sandbox.vault("get", "github", "--allow-expired")
         #expect(allowed.status == 0, "\(allowed)")
         #expect(allowed.stdout == "expired-fake-token\n")
+    }
+
+    /// A token that is still valid for a few seconds is refused too (the 60 s leeway), and the
+    /// message says so instead of claiming that it has expired.
+    @Test func expiresWithinTheLeeway() throws {
+        let sandbox = try CLISandbox()
+        #expect(try sandbox.vault("set", "github", "--expires-in", "30", stdin: Data("gho_fakeSoon1\n".utf8)).status == 0)
+        let get = try sandbox.vault("get", "github")
+        #expect(get.status == 3, "\(get)")
+        #expect(get.stderr.contains("expires within 60 s (at "), "\(get)")
+        #expect(!get.stderr.contains("expired at"), "\(get)")
+
+        // A JWT whose exp claim is long past (2001-09-09): expired, whatever the clock's rounding.
+        let response = #"{"access_token":"eyJhbGciOiJub25lIn0.eyJleHAiOjEwMDAwMDAwMDB9.ZmFrZQ","token_type":"bearer"}"#
+        #expect(try sandbox.vault("set", "gitlab", stdin: Data(response.utf8)).status == 0)
+        let gone = try sandbox.vault("get", "gitlab")
+        #expect(gone.status == 3, "\(gone)")
+        #expect(gone.stderr.contains("expired at 2001-09-09T01:46:40Z"), "\(gone)")
     }
 
     @Test func authenticationFailedWithAnotherKey() throws {
@@ -75,8 +97,35 @@ import Testing
         #expect(result.status == 5, "\(result)")
     }
 
+    /// A key file (or vault file) that others can read is refused, and the message names the
+    /// way to accept it anyway, which exists: the flag and the environment variable.
+    @Test func insecurePermissionsAreRefusedUnlessAllowedExplicitly() throws {
+        let sandbox = try CLISandbox()
+        #expect(try sandbox.vault("set", "github", stdin: Data("gho_fakeFakeFake\n".utf8)).status == 0)
+        #expect(chmod(sandbox.keyFile.path, 0o644) == 0)
+        let refused = try sandbox.vault("get", "github")
+        #expect(refused.status == 1, "\(refused)")
+        #expect(refused.stderr.contains("--allow-insecure-permissions"), "\(refused)")
+        #expect(refused.stderr.contains("TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1"), "\(refused)")
+        #expect(refused.stdout.isEmpty)
+
+        let flag = try sandbox.vault("get", "github", "--allow-insecure-permissions")
+        #expect(flag.status == 0, "\(flag)")
+        #expect(flag.stdout == "gho_fakeFakeFake\n")
+        let environment = try sandbox.vault("get", "github", environment: ["TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS": "1"])
+        #expect(environment.status == 0, "\(environment)")
+
+        #expect(chmod(sandbox.keyFile.path, 0o600) == 0)
+        #expect(chmod(sandbox.vaultFile.path, 0o644) == 0)
+        let vaultFile = try sandbox.vault("list")
+        #expect(vaultFile.status == 1, "\(vaultFile)")
+        #expect(vaultFile.stderr.contains("--allow-insecure-permissions"), "\(vaultFile)")
+        #expect(try sandbox.vault("list", "--allow-insecure-permissions").status == 0)
+    }
+
     @Test func backendUnavailableWithoutAKey() throws {
         let sandbox = try CLISandbox()
+        #expect(try sandbox.vault("set", "github", stdin: Data("gho_fakeFakeFake\n".utf8)).status == 0)
         // No key, and no terminal in a test: nothing to unlock the file with.
         let result = try sandbox.run("vault", ["list", "--backend", "file", "--file", sandbox.vaultFile.path])
         #expect(result.status == 6, "\(result)")
@@ -101,6 +150,29 @@ import Testing
         let result = try sandbox.run("vault", arguments)
         #expect(result.status == 64, "\(arguments): \(result)")
         #expect(!result.stderr.isEmpty)
+    }
+
+    /// The memory backend keeps nothing once the process exits: `vault migrate` would scrub the
+    /// plist into thin air. Refused whether it comes from --backend or from the environment.
+    @Test func usageForTheMemoryBackendFromTheEnvironment() throws {
+        let sandbox = try CLISandbox()
+        let tokens = FakeTokens()
+        let url = try sandbox.writeTutorialDefaults("strings", domain: "com.example.memory", tokens: tokens)
+        let plist = try Data(contentsOf: url)
+        let memory = ["TOKEN_VAULT_BACKEND": "memory"]
+
+        let migrate = try sandbox.run("vault", ["migrate", "--domain", "com.example.memory"], environment: memory)
+        #expect(migrate.status == 64, "\(migrate)")
+        #expect(migrate.stderr.contains("TOKEN_VAULT_BACKEND"))
+        #expect(try Data(contentsOf: url) == plist, "the plist must keep its tokens")
+        #expect(try Data(contentsOf: url).contains(tokens.access))
+
+        for arguments in [["set", "github"], ["list"], ["status"]] {
+            let result = try sandbox.run("vault", arguments, stdin: Data("gho_fakeMemory1\n".utf8), environment: memory)
+            #expect(result.status == 64, "\(arguments): \(result)")
+        }
+        let option = try sandbox.run("vault", ["list", "--backend", "memory"])
+        #expect(option.status == 64, "\(option)")
     }
 
     @Test func usageForABadBackendInTheEnvironment() throws {

@@ -18,15 +18,72 @@ import Testing
         #expect(result.stdout == Self.migrateHelp)
     }
 
+    @Test func setHelp() throws {
+        let sandbox = try CLISandbox()
+        let result = try sandbox.run("vault", ["help", "set"])
+        #expect(result.status == 0)
+        #expect(result.stdout == Self.setHelp)
+    }
+
+    static let setHelp = """
+        OVERVIEW: Store a token read from stdin.
+
+        The token is read from stdin only, never from the command line, so that it does
+        not show up in `ps` or the shell history; the command takes no argument for it.
+        At a terminal it is read with echo off.
+
+        Stdin holds one of:
+          - a JSON token response (RFC 6749), starting with {;
+          - a form-encoded response (access_token=...&token_type=bearer);
+          - the bare token: one line with no spaces, where = may only
+            end it (base64 padding).
+        Input that starts with [, or holds & or an = before its end, is read as a
+        response too, never as a bare token. A response without an access_token, and an
+        OAuth error response such as GitHub's error=bad_verification_code&..., exit
+        with code 1 and store nothing.
+
+          curl -s -d ... "$TOKEN_URL" | vault set github octocat
+
+        USAGE: vault set [--backend <backend>] [--file <path>] [--key-file <path>] [--passphrase-file <path>] [--allow-insecure-permissions] <service> [<account>] [--expires-in <seconds>]
+
+        ARGUMENTS:
+          <service>               The service, such as github.
+          <account>               The account within the service. (default: default)
+
+        OPTIONS:
+          --backend <backend>     auto, secret-service or file (env
+                                  TOKEN_VAULT_BACKEND; default auto).
+          --file <path>           The encrypted vault file (env TOKEN_VAULT_FILE;
+                                  default $XDG_DATA_HOME/token-vault/tokens.vault).
+          --key-file <path>       A file holding the file vault's 32-byte key (env
+                                  TOKEN_VAULT_KEY_FILE).
+          --passphrase-file <path>
+                                  A file holding the file vault's passphrase (env
+                                  TOKEN_VAULT_PASSPHRASE_FILE).
+          --allow-insecure-permissions
+                                  Accept a vault, key or passphrase file that group or
+                                  others can read (env
+                                  TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1).
+          --expires-in <seconds>  For a bare token, or a response without expires_in:
+                                  its lifetime.
+          --version               Show the version.
+          -h, --help              Show help information.
+
+
+        """
+
     static let rootHelp = """
         OVERVIEW: Keep OAuth tokens and other credentials in the Secret Service or an
         encrypted file.
 
-        Every subcommand takes the global options --backend, --file, --key-file and
-        --passphrase-file, each of which can also come from the environment
-        (TOKEN_VAULT_BACKEND, TOKEN_VAULT_FILE, TOKEN_VAULT_KEY_FILE,
-        TOKEN_VAULT_PASSPHRASE_FILE). With no key and a terminal present, a file vault
-        asks for its passphrase.
+        Every subcommand takes the global options --backend, --file, --key-file,
+        --passphrase-file and --allow-insecure-permissions, each of which can also come
+        from the environment (TOKEN_VAULT_BACKEND, TOKEN_VAULT_FILE,
+        TOKEN_VAULT_KEY_FILE, TOKEN_VAULT_PASSPHRASE_FILE,
+        TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1). With no key and a terminal present,
+        a file vault asks for its passphrase. A vault, key or passphrase file that
+        group or others can read is refused unless --allow-insecure-permissions is
+        given.
 
         EXIT CODES:
           0   ok
@@ -34,8 +91,10 @@ import Testing
           2   not found (no such entry, plist or vault file)
           3   the token has expired (vault get without --allow-expired)
           4   authentication failed (wrong key or passphrase)
-          5   integrity failure (vault file tampered with, corrupt or unreadable)
-          6   backend unavailable or locked (no Secret Service, no key or key file)
+          5   integrity failure (vault file tampered with, corrupt, truncated, empty
+              or not a vault)
+          6   backend unavailable or locked (no Secret Service, no key, key file
+              missing, time-out)
           64  usage error
 
         USAGE: vault <subcommand>
@@ -89,6 +148,10 @@ import Testing
           --passphrase-file <path>
                                   A file holding the file vault's passphrase (env
                                   TOKEN_VAULT_PASSPHRASE_FILE).
+          --allow-insecure-permissions
+                                  Accept a vault, key or passphrase file that group or
+                                  others can read (env
+                                  TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1).
           --plist <path>          The plist file to migrate.
           --domain <name>         The defaults domain (suite name) whose plist to
                                   migrate.

@@ -106,7 +106,9 @@ import Testing
         #expect(result.stdout.contains("would-migrate"))
         #expect(!result.stdout.contains(tokens.access))
         #expect(try Data(contentsOf: url) == plist)
+        #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path), "a dry run created the vault")
         #expect(try entries(sandbox).isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path), "list created the vault")
     }
 
     @Test func keepSourceLeavesThePlist() throws {
@@ -148,7 +150,7 @@ import Testing
         #expect(result.stderr.contains("not a readable property list"))
         #expect(!result.stderr.contains("Swift/") && !result.stderr.contains("Fatal"))
         #expect(try Data(contentsOf: url) == corrupt)
-        #expect(try entries(sandbox).isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path), "a failed migration created the vault")
     }
 
     @Test func aMissingPlistIsNotFound() throws {
@@ -161,8 +163,9 @@ import Testing
         let sandbox = try CLISandbox()
         let tokens = FakeTokens()
         let url = try sandbox.writeTutorialDefaults("mixed", domain: domain, tokens: tokens)
-        // Create the vault first, so the only thing that cannot be written is the plist's directory.
-        #expect(try sandbox.vault("list").status == 0)
+        // A vault with another entry, so that "unchanged" means something and the only thing
+        // that cannot be written is the plist's directory.
+        #expect(try sandbox.vault("set", "other", stdin: Data("gho_fakeOther1\n".utf8)).status == 0)
         let plist = try Data(contentsOf: url)
         #expect(chmod(sandbox.config.path, 0o500) == 0)
         defer { _ = chmod(sandbox.config.path, 0o700) }
@@ -173,7 +176,30 @@ import Testing
         #expect(result.stderr.contains(sandbox.config.path))
         #expect(!result.stderr.contains(tokens.access))
         #expect(try Data(contentsOf: url) == plist)
-        #expect(try entries(sandbox).isEmpty)
+        #expect(try entries(sandbox) == ["other/default"])
+    }
+
+    /// Once the rewritten plist has been renamed into place, the tokens are gone from it, so
+    /// the vault must keep them whatever happens next. A plist directory that may be written
+    /// and searched but not read (0300) lets the rename succeed and then makes opening the
+    /// directory for its fsync fail: a real failure after the rename, with no test seam.
+    @Test func aFailureAfterTheRenameKeepsTheTokensInTheVault() throws {
+        let sandbox = try CLISandbox()
+        let tokens = FakeTokens()
+        let url = try sandbox.writeTutorialDefaults("mixed", domain: domain, tokens: tokens)
+        #expect(chmod(sandbox.config.path, 0o300) == 0)
+        defer { _ = chmod(sandbox.config.path, 0o700) }
+
+        let result = try sandbox.run(
+            "vault", ["migrate", "--domain", domain] + sandbox.fileVault, withoutFileOverride: true)
+        #expect(chmod(sandbox.config.path, 0o700) == 0)
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stderr.contains("could not be synced"), "\(result)")
+        #expect(result.stderr.contains(sandbox.config.path))
+        #expect(!result.stderr.contains(tokens.access))
+        let bytes = try Data(contentsOf: url)
+        #expect(!bytes.contains(tokens.access), "the plist was rewritten")
+        #expect(try sandbox.vault("get", domain).stdout == "\(tokens.access)\n", "the vault kept the token")
     }
 
     @Test func explicitKeysAndService() throws {

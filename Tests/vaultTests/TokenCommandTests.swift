@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenVault
 
 /// `set`, `get`, `list`, `delete` and `status` against the encrypted file backend.
 @Suite struct TokenCommandTests {
@@ -51,6 +52,108 @@ import Testing
         #expect(object["access_token"] as? String == "c2VjcmV0LXRva2Vu==")
         let date = try #require(ISO8601DateFormatter().date(from: object["expires_at"] as? String ?? ""))
         #expect(abs(date.timeIntervalSinceNow - 600) < 120)
+    }
+
+    /// The response fixtures of the library's tests: real provider shapes.
+    static func fixture(_ name: String) throws -> Data {
+        let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        return try Data(contentsOf: tests.appendingPathComponent("TokenVaultTests/Fixtures/responses/\(name)"))
+    }
+
+    /// GitHub answers a bad code with a form-encoded error, not a token. It must never be stored
+    /// as a "bare token".
+    @Test func setRefusesAFormEncodedErrorResponse() throws {
+        let sandbox = try CLISandbox()
+        let set = try sandbox.vault("set", "github", stdin: try Self.fixture("github-error-form.txt"))
+        #expect(set.status == 1, "\(set)")
+        #expect(set.stderr.contains("bad_verification_code"), "the error is named in words")
+        #expect(set.stderr.contains("nothing was stored"))
+        #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path), "nothing was stored")
+
+        // An error response with other field orders, and one without '&', are refused too.
+        for body in ["error_description=Bad+code&error=bad_verification_code", "error=invalid_grant"] {
+            let other = try sandbox.vault("set", "github", stdin: Data((body + "\n").utf8))
+            #expect(other.status == 1, "\(body): \(other)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path))
+    }
+
+    @Test func setRefusesAJSONErrorResponseAndAJSONArray() throws {
+        let sandbox = try CLISandbox()
+        let error = try sandbox.vault("set", "google", stdin: try Self.fixture("invalid-grant.json"))
+        #expect(error.status == 1, "\(error)")
+        #expect(error.stderr.contains("invalid_grant"))
+        let array = try sandbox.vault("set", "github", stdin: Data(#"[{"access_token":"gho_fakeInArray1"}]"#.utf8))
+        #expect(array.status == 1, "\(array)")
+        #expect(!array.stderr.contains("gho_fakeInArray1"))
+        #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path), "nothing was stored")
+    }
+
+    /// A line with '=' inside (not trailing base64 padding) is a form body; without an
+    /// access_token it is refused, never stored as the token.
+    @Test func setRefusesAFormBodyWithoutAnAccessToken() throws {
+        let sandbox = try CLISandbox()
+        let set = try sandbox.vault("set", "github", stdin: Data("token=gho_fakeFormNoAccess1\n".utf8))
+        #expect(set.status == 1, "\(set)")
+        #expect(!set.stderr.contains("gho_fakeFormNoAccess1"))
+        #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path))
+    }
+
+    @Test func setStillTakesABareToken() throws {
+        let sandbox = try CLISandbox()
+        for (account, token) in [("plain", "gho_fakeBare123"), ("padded", "YWJjZA="), ("jwt", "eyJh.eyJz.c2ln")] {
+            let set = try sandbox.vault("set", "api", account, stdin: Data((token + "\n").utf8))
+            #expect(set.status == 0, "\(token): \(set)")
+            #expect(try sandbox.vault("get", "api", account).stdout == token + "\n")
+        }
+    }
+
+    /// `vault set x < /tmp`: a read error on stdin is a message in words, not a Foundation dump.
+    @Test func setSaysWhenStdinCannotBeRead() throws {
+        let sandbox = try CLISandbox()
+        let result = try sandbox.run("vault", ["set", "github"] + sandbox.fileVault, stdinPath: sandbox.root.path)
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr == "vault: Could not read the secret from standard input: Is a directory.\n", "\(result)")
+        #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path))
+    }
+
+    /// An opaque secret saved by the library is not printed by `vault get`, which says what the
+    /// entry is and what the person can do, without showing it.
+    @Test func getOfAnOpaqueSecretSaysWhatToDo() async throws {
+        let sandbox = try CLISandbox()
+        let store = try await EncryptedFileStore.open(path: sandbox.vaultFile.path, keySource: .keyFile(sandbox.keyFile.path))
+        try await Vault(store: store).saveSecret(Data("opaque-fake-api-key".utf8), for: CredentialKey(service: "api", account: "ci"))
+
+        let get = try sandbox.vault("get", "api", "ci")
+        #expect(get.status == 1, "\(get)")
+        #expect(get.stderr.contains("holds an opaque secret, not a token"), "\(get)")
+        #expect(get.stderr.contains("vault delete api ci"), "\(get)")
+        #expect(!get.stderr.contains("secret(for:)") || get.stderr.contains("library"), "\(get)")
+        #expect(!get.stderr.contains("opaque-fake-api-key") && !get.stdout.contains("opaque-fake-api-key"))
+        let list = try #require(try sandbox.vault("list", "--json").json as? [[String: Any]])
+        #expect(list.first?["kind"] as? String == "secret")
+    }
+
+    /// Secrets never come from argv, where `ps` and the shell history would show them: a token
+    /// given as an argument or an option is a usage error, it is not repeated in the message,
+    /// and nothing is stored.
+    @Test func setNeverTakesTheSecretFromArguments() throws {
+        let sandbox = try CLISandbox()
+        for arguments in [
+            ["set", "github", "octocat", "gho_fakeArgv1"], ["set", "github", "--token", "gho_fakeArgv1"],
+            ["set", "github", "--token=gho_fakeArgv1"],
+        ] {
+            let result = try sandbox.run("vault", arguments + sandbox.fileVault, stdin: Data("gho_fakeStdin1\n".utf8))
+            #expect(result.status == 64, "\(arguments): \(result)")
+            if !arguments.contains(where: { $0.hasPrefix("--token") }) {
+                // (An unknown option is ArgumentParser's "Unknown option '--token'", value unshown.)
+                #expect(result.stderr.contains("reads the token from stdin only"), "\(arguments): \(result)")
+            }
+            #expect(!result.stderr.contains("gho_fakeArgv1") && !result.stdout.contains("gho_fakeArgv1"), "\(arguments): \(result)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path), "something was stored")
+        let help = try sandbox.run("vault", ["help", "set"])
+        #expect(help.stdout.contains("The token is read from stdin only, never from the command line"))
     }
 
     @Test func listShowsEntriesAndNeverASecret() throws {

@@ -53,7 +53,7 @@ enum KeyMaterial {
             if status.groupOrOtherBits != 0 && !allowInsecurePermissions {
                 throw VaultError(
                     .insecurePermissions,
-                    "The \(what) \(path) can be read or written by group or others (mode \(octal(status.permissionBits))). Run `chmod 600 \(path)`, or allow insecure permissions explicitly."
+                    "The \(what) \(path) can be read or written by group or others (mode \(octal(status.permissionBits))). Run `chmod 600 \(path)`, or accept it explicitly: --allow-insecure-permissions or TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1 for the vault command, allowInsecurePermissions in the library."
                 )
             }
             guard status.size <= Int64(maximumFileSize) else {

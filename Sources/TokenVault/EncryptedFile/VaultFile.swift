@@ -22,6 +22,9 @@ final class VaultFile: @unchecked Sendable {
     private let lock = NSLock()
     // Guarded by `lock`; changed only on the queue.
     private var fd: Int32
+    /// Whether `fd` was opened for writing. A vault this process may only read (mode 0400, a
+    /// read-only mount) is opened read-only: reads work, writes fail with `permissionDenied`.
+    private var writable: Bool
     private var identity: (device: UInt64, inode: UInt64)
     private var header: VaultHeader
     private var keys: VaultKeys
@@ -69,12 +72,16 @@ final class VaultFile: @unchecked Sendable {
             }
             try Posix.makeDirectories(directory)
         }
-        let lockDescriptor = try Posix.open(lockPath, flags: O_RDWR | O_CREAT, mode: 0o600, role: .lockFile)
+        // Not even a lock file is left behind when the vault may not be created and is missing.
+        if !options.createIfMissing, try Posix.stat(path) == nil {
+            throw VaultError(.backendUnavailable, "There is no vault file at \(path), and creating one was not allowed.")
+        }
+        let lockDescriptor = try Self.openLockFile(lockPath)
         var lockOwned = true
         defer { if lockOwned { Posix.close(lockDescriptor) } }
 
         try Posix.lock(lockDescriptor, exclusive: false, path: lockPath)
-        var opened = try Posix.openIfExists(path, flags: O_RDWR)
+        var opened = try Self.openVaultFile(path)
         // Keys derived while creating the vault, so that the KDF runs once, not twice.
         var created: (header: VaultHeader, keys: VaultKeys)?
         if opened == nil {
@@ -87,15 +94,15 @@ final class VaultFile: @unchecked Sendable {
             let keys = try VaultKeys.derive(from: secret, header: header, path: path)
             // Creating needs the exclusive lock; another process may have created it meanwhile.
             try Posix.lock(lockDescriptor, exclusive: true, path: lockPath)
-            opened = try Posix.openIfExists(path, flags: O_RDWR)
+            opened = try Self.openVaultFile(path)
             if opened == nil {
                 try Self.writeReplacement(header.encoded(keys: keys), path: path, directory: directory, logger: logger)
                 logger.info("created encrypted vault file", metadata: ["path": "\(path)", "keyKind": "\(secret.kind)"])
                 created = (header, keys)
-                opened = try Posix.open(path, flags: O_RDWR)
+                opened = (try Posix.open(path, flags: O_RDWR), true)
             }
         }
-        let fd = opened!
+        let (fd, writable) = opened!
         var fdOwned = true
         defer { if fdOwned { Posix.close(fd) } }
 
@@ -121,14 +128,18 @@ final class VaultFile: @unchecked Sendable {
 
         self.lockFD = lockDescriptor
         self.fd = fd
+        self.writable = writable
         self.identity = (snapshot.status.device, snapshot.status.inode)
         self.header = header
         self.keys = keys
         self.validEnd = Int64(VaultHeader.length)
         self.observedSize = Int64(snapshot.bytes.count)
-        try ingestLocked(snapshot.bytes, from: VaultHeader.length)
+        // Every stored property is set: from here on, a throw still runs `deinit`, which closes
+        // both descriptors. The defers must not close them as well: the second close(2) could
+        // close a descriptor that another thread has opened under the same number meanwhile.
         fdOwned = false
         lockOwned = false
+        try ingestLocked(snapshot.bytes, from: VaultHeader.length)
         logger.debug(
             "opened encrypted vault file",
             metadata: ["path": "\(path)", "entries": "\(index.count)", "records": "\(recordCount)"])
@@ -137,6 +148,38 @@ final class VaultFile: @unchecked Sendable {
     deinit {
         Posix.close(fd)
         Posix.close(lockFD)
+    }
+
+    /// Opens the vault file for reading and writing, or, when this process may not write it,
+    /// for reading only. `nil` if it does not exist.
+    private static func openVaultFile(_ path: String) throws -> (fd: Int32, writable: Bool)? {
+        do {
+            return try Posix.openIfExists(path, flags: O_RDWR).map { ($0, true) }
+        } catch let error as VaultError where error.code == .permissionDenied {
+            guard let fd = try Posix.openIfExists(path, flags: O_RDONLY) else { return nil }
+            return (fd, false)
+        }
+    }
+
+    /// Opens (creating it `0600` if need be) the lock file. When it exists but may not be
+    /// written, it is opened for reading: `flock` needs no more.
+    private static func openLockFile(_ path: String) throws -> Int32 {
+        do {
+            return try Posix.open(path, flags: O_RDWR | O_CREAT, mode: 0o600, role: .lockFile)
+        } catch let error as VaultError where error.code == .permissionDenied {
+            guard let fd = try Posix.openIfExists(path, flags: O_RDONLY, role: .lockFile) else { throw error }
+            return fd
+        }
+    }
+
+    /// Throws unless the vault file was opened for writing. Queue only.
+    private func requireWritable() throws {
+        guard lock.withLock({ writable }) else {
+            throw VaultError(
+                .permissionDenied,
+                "The vault file \(path) is read-only for this process, so it can be read but not changed; nothing was written. Make it writable (chmod 600 \(path)) to change it."
+            )
+        }
     }
 
     /// A vault file as read under the lock: its status, its bytes and its parsed header.
@@ -155,7 +198,7 @@ final class VaultFile: @unchecked Sendable {
         if status.groupOrOtherBits != 0 && !options.allowInsecurePermissions {
             throw VaultError(
                 .insecurePermissions,
-                "The vault file \(path) can be read or written by group or others (mode \(KeyMaterial.octal(status.permissionBits))). Run `chmod 600 \(path)`, or allow insecure permissions explicitly."
+                "The vault file \(path) can be read or written by group or others (mode \(KeyMaterial.octal(status.permissionBits))). Run `chmod 600 \(path)`, or accept it explicitly: --allow-insecure-permissions or TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1 for the vault command, allowInsecurePermissions in the library."
             )
         }
         let bytes = try Posix.read(fd, at: 0, count: Int(status.size), path: path)
@@ -171,14 +214,18 @@ final class VaultFile: @unchecked Sendable {
         let suffix = Sodium.randomBytes(6).map { String($0, radix: 16) }.joined()
         let temporary = directory + "/" + prefix + suffix
         let fd = try Posix.open(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
+        var open = true
         do {
             try Posix.chmod(fd, 0o600, path: temporary)  // whatever the umask says
             try bytes.withUnsafeBytes { try Posix.pwriteAll(fd, $0, at: 0, path: temporary) }
             try Posix.sync(fd, path: temporary)
             Posix.close(fd)
+            open = false
             try Posix.rename(temporary, to: path)
         } catch {
-            Posix.close(fd)
+            // Close once: a second close(2) could close a descriptor that another thread has
+            // opened under the same number in the meantime.
+            if open { Posix.close(fd) }
             do {
                 try Posix.unlink(temporary)
             } catch let cleanup {
@@ -188,7 +235,15 @@ final class VaultFile: @unchecked Sendable {
             }
             throw error
         }
-        try Posix.syncDirectory(directory)
+        // The new file is in place and durable itself; only the rename's own durability is in
+        // question. Failing now would report a rewrite that happened as one that did not.
+        do {
+            try Posix.syncDirectory(directory)
+        } catch {
+            logger.warning(
+                "could not sync the vault directory after replacing the file; a crash now may bring back the previous version",
+                metadata: ["directory": "\(directory)", "error": "\(String(describing: error))"])
+        }
     }
 
     /// Temporary files for `path` are `.<name>.tmp-<random>` in the same directory.
@@ -348,7 +403,9 @@ final class VaultFile: @unchecked Sendable {
 
     /// Reopens `path` after another process compacted or rekeyed it, and rebuilds the index.
     private func reloadLocked() throws {
-        let newFD = try Posix.open(path, flags: O_RDWR)
+        guard let (newFD, newWritable) = try Self.openVaultFile(path) else {
+            throw VaultError(.io, "The vault file \(path) was removed while it was in use.")
+        }
         var owned = true
         defer { if owned { Posix.close(newFD) } }
         let loaded = try Self.readVault(fd: newFD, path: path, options: options)
@@ -361,6 +418,7 @@ final class VaultFile: @unchecked Sendable {
         try VaultHeader.verify(loaded.bytes, keys: keys, header: loaded.header, path: path)
         Posix.close(fd)
         fd = newFD
+        writable = newWritable
         owned = false
         identity = (loaded.status.device, loaded.status.inode)
         header = loaded.header
@@ -466,6 +524,7 @@ final class VaultFile: @unchecked Sendable {
                 }
             }
             guard !effective.isEmpty else { return existed }
+            try requireWritable()
 
             var output: [UInt8] = []
             var records: [(SealedRecord.Opened, SealedRecord)] = []
@@ -570,6 +629,7 @@ final class VaultFile: @unchecked Sendable {
 
     /// Compacts now, whatever the ratio. Queue only.
     func compact() throws {
+        try requireWritable()
         try withFileLock(exclusive: true) {
             try lock.withLock { try catchUpLocked() }
             try rewriteLocked(header: header.withNewFileID(), keys: keys)
@@ -578,6 +638,7 @@ final class VaultFile: @unchecked Sendable {
 
     /// Rewrites the whole file with a new key or passphrase. Queue only.
     func rekey(to source: VaultConfiguration.KeySource, kdf: EncryptedFileStore.KDFParameters) throws {
+        try requireWritable()
         let secret = try KeyMaterial.load(source, allowInsecurePermissions: options.allowInsecurePermissions)
         let newHeader = VaultHeader.new(kind: secret.kind, kdf: kdf, salt: Sodium.randomBytes(Sodium.saltBytes))
         let newKeys = try VaultKeys.derive(from: secret, header: newHeader, path: path)

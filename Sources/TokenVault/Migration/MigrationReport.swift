@@ -13,7 +13,8 @@ public struct MigrationReport: Sendable, Codable, Equatable {
         case tokenModel = "token-model"
         /// A date used as the token's expiry; not secret, so it stays in the plist.
         case expiry
-        /// A name that looks like a token, with a value that is not one (such as a `Bool`).
+        /// Not taken: a token-like name with a value that is not a token string (such as a
+        /// `Bool`), or a string under a name that only looks token-related. The note says which.
         case notAToken = "not-a-token"
 
         public var description: String { rawValue }

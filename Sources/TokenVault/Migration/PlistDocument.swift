@@ -122,7 +122,8 @@ struct PlistDocument {
 
     /// Replaces the file with `data` atomically, keeping its permissions, owner and group.
     /// Refuses if the file changed on disk since it was read (an app may be writing it).
-    func replace(with data: Data) throws {
+    /// - Returns: A warning when the file was replaced but its directory could not be synced.
+    func replace(with data: Data) throws -> String? {
         try PlistSyscall.replaceAtomically(path, with: data, mode: mode, owner: owner, group: group) {
             let current = try PlistSyscall.readFile(path, limit: Self.maximumSize).data
             guard current == bytes else {

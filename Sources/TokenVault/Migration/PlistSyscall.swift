@@ -53,10 +53,15 @@ enum PlistSyscall {
     /// and the directory is `fsync`ed. On failure before the rename, the temporary file is
     /// removed and `path` is untouched.
     ///
+    /// Once the rename has succeeded the new contents are in place, so nothing after it throws:
+    /// a directory that cannot be opened or synced is returned as a warning instead, so that no
+    /// caller rolls back what the plist no longer holds.
+    ///
     /// `beforeRename` runs last, just before the rename, and may throw to abort.
+    /// - Returns: A warning for the person running the migration, or `nil`.
     static func replaceAtomically(
         _ path: String, with data: Data, mode: mode_t, owner: uid_t, group: gid_t, beforeRename: () throws -> Void
-    ) throws {
+    ) throws -> String? {
         let url = URL(fileURLWithPath: path)
         let directory = url.deletingLastPathComponent().path
         var template = Array("\(directory)/.\(url.lastPathComponent).tokenvault-XXXXXX".utf8CString)
@@ -89,8 +94,14 @@ enum PlistSyscall {
         try beforeRename()
         try call("replace", path) { rename(temporary, path) }
         renamed = true
-        let directoryFD = try call("open the directory", directory) { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        defer { _ = close(directoryFD) }
-        try call("flush the directory", directory) { fsync(directoryFD) }
+        do {
+            let directoryFD = try call("open the directory", directory) { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+            defer { _ = close(directoryFD) }
+            try call("flush the directory", directory) { fsync(directoryFD) }
+            return nil
+        } catch let error as VaultError {
+            return
+                "\(path) was rewritten without the migrated keys, but its directory could not be synced (\(error.message)) The change is in place; until the system writes it out, a power failure could bring back the old plist."
+        }
     }
 }

@@ -3,13 +3,14 @@ import Foundation
 /// Finds token values in a defaults dictionary and groups them into tokens.
 ///
 /// - A string under a token-like name (case and punctuation ignored: `accessToken`,
-///   `access_token`, `refreshToken`, `idToken`, `oauthToken`, `authToken`, `bearerToken`,
-///   `apiToken`, `token`, `…Token`) is an access, refresh or ID token.
+///   `access_token`, `refreshToken`, `idToken`, `oauth`, `oauthToken`, `authToken`, `bearer`,
+///   `bearerToken`, `apiToken`, `token`, `…Token`) is an access, refresh or ID token.
 /// - `Data` (JSON or plist), a dictionary, or a JSON string that holds a token model
 ///   (`access`/`access_token`/`accessToken`/`token`, `refresh`/`refresh_token`/`refreshToken`,
 ///   `id_token`, `token_type`, `scope`, `expires_at`/`expiry`/`expirationDate`) is a whole token.
 /// - A token-like name whose value is not a string (the tutorials' `loadingOAuthToken` Bool) is
-///   reported and left alone, as is every other key.
+///   reported and left alone, as is every other key. A string under a name that only looks
+///   token-related (`oauthProvider`) is reported as a name not recognised, which `--key` takes.
 struct TokenDetector {
     /// One token to write, and the plist keys it came from.
     struct Group {
@@ -49,7 +50,7 @@ struct TokenDetector {
         if n.contains("refresh") { return .refreshToken }
         if n.contains("idtoken") || n == "oidctoken" { return .idToken }
         let accessMarks = ["accesstoken", "oauthtoken", "authtoken", "bearer", "apitoken", "jwt"]
-        if accessMarks.contains(where: { n.contains($0) }) || n == "access" || n == "token" || n.hasSuffix("token") {
+        if accessMarks.contains(where: { n.contains($0) }) || ["access", "token", "oauth"].contains(n) || n.hasSuffix("token") {
             return .accessToken
         }
         return nil
@@ -205,10 +206,14 @@ struct TokenDetector {
                 )
             }
             if role != nil || Self.looksTokenRelated(name) {
+                // A string reaches here only when its name was not recognised: say so, not that
+                // the value was judged.
+                let unrecognised = role == nil && (value as? String).map { !$0.isEmpty } == true
                 items.append(
                     .init(
                         key: name, role: .notAToken, value: Self.describe(value), fate: .leftAlone,
-                        note: "the value is not a token"))
+                        note: unrecognised
+                            ? "name not recognised as a token; name it with --key to migrate it" : "the value is not a token"))
             }
         }
         if let explicit {

@@ -16,7 +16,9 @@ extension Vault {
     ///    and every other key and value.
     ///
     /// If a step fails, the vault entries written are restored to what they were, the plist is
-    /// untouched, and the error is thrown. A dry run stops after step 2 and reports the plan.
+    /// untouched, and the error is thrown. Once the rewritten plist has been renamed into place
+    /// nothing is rolled back: a directory that cannot be synced afterwards is a warning in the
+    /// report. A dry run stops after step 2 and reports the plan.
     /// Running the migration again after it succeeded finds nothing and changes nothing.
     ///
     /// - Returns: A report naming each key found and what became of it, with values redacted.
@@ -116,8 +118,11 @@ struct DefaultsMigration {
             // 5. Only then rewrite the plist without the migrated keys.
             if options.removeSource {
                 let data = try document.serialized(without: Set(group.keys))
-                try document.replace(with: data)
+                // Once this returns, the plist no longer holds the tokens: from here on nothing
+                // may throw into the rollback below. A late problem comes back as a warning.
+                let warning = try document.replace(with: data)
                 report.sourceRewritten = true
+                if let warning { report.warnings.append(warning) }
             }
         } catch {
             if wrote {

@@ -124,14 +124,20 @@ struct RefreshLockDirectory: Sendable {
     }
 
     /// Lock files for a store shared by this user's processes, such as the Secret Service:
-    /// `$XDG_RUNTIME_DIR/token-vault/locks/`, or `/tmp/token-vault-<uid>/locks/` when there is
-    /// no runtime directory. Every directory created is `0700` and is checked to be ours.
-    static func forRuntime(scope: String, environment: [String: String] = ProcessInfo.processInfo.environment)
-        throws -> RefreshLockDirectory
-    {
+    /// `$XDG_RUNTIME_DIR/token-vault/locks/`; without a usable `XDG_RUNTIME_DIR` (cron jobs and
+    /// services often have none), the systemd runtime directory `/run/user/<uid>` that a login
+    /// session's processes use, so that they still share one lock; and only when that does not
+    /// exist either, `/tmp/token-vault-<uid>/locks/`. Every directory created is `0700` and is
+    /// checked to be ours.
+    static func forRuntime(
+        scope: String, environment: [String: String] = ProcessInfo.processInfo.environment,
+        systemRuntime: String = "/run/user/\(geteuid())"
+    ) throws -> RefreshLockDirectory {
         let base: String
         if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"), isOwnPrivateDirectory(runtime) {
             base = (runtime as NSString).appendingPathComponent("token-vault")
+        } else if isOwnPrivateDirectory(systemRuntime) {
+            base = (systemRuntime as NSString).appendingPathComponent("token-vault")
         } else {
             base = "/tmp/token-vault-\(geteuid())"
         }

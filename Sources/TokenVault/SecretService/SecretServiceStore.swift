@@ -1,21 +1,231 @@
 public import Foundation
 public import Logging
+internal import CLibSecret
 
-/// PLACEHOLDER until the Secret Service backend lands: reports honestly that it is not available.
-public final class SecretServiceStore: CredentialStore {
+/// A ``CredentialStore`` in the desktop Secret Service (GNOME Keyring, KeePassXC, KWallet ≥ 5.97),
+/// through libsecret.
+///
+/// **Items.** Each entry is one item in the default collection:
+///
+/// | | |
+/// |---|---|
+/// | schema (`xdg:schema` attribute) | `dev.tokenvault.Credential` (``schemaName``), matched with `SECRET_SCHEMA_DONT_MATCH_NAME` |
+/// | attributes | `service` and `account`: the ``CredentialKey``, in Unicode NFC |
+/// | label | `"<service> token for <account>"` (`"<service> secret for <account>"` for opaque secrets) |
+/// | secret | the stored bytes; content type `application/json` for tokens |
+///
+/// Lookups match on `service` and `account` only, so the store and `secret-tool` interoperate:
+///
+/// ```sh
+/// secret-tool lookup service github account octocat            # reads what TokenVault stored
+/// secret-tool store --label=GitHub service github account octocat   # TokenVault can read it
+/// ```
+///
+/// A save keeps exactly one item per key: it replaces the item with the same attributes and then
+/// deletes any other unlocked item for the same service and account (such as one that
+/// `secret-tool store` made under its own schema), so that every reader sees the new value.
+/// Listing finds the items of this schema and those that `secret-tool` stored with a `service`
+/// and an `account` (schema `org.freedesktop.Secret.Generic`); it reads attributes only, never
+/// a secret. Attributes and labels are not secret: any program of the same user can read them.
+///
+/// **Time bounds.** Every call has a deadline (``Options/timeout``, 10 s by default) and runs on
+/// a thread of its own, never on Swift's cooperative pool. The store never triggers an unlock
+/// prompt by surprise: when an item or the collection is locked, it asks the provider to unlock
+/// only if ``Options/unlockPrompt`` allows it (by default: when a display is present), and then
+/// waits up to ``Options/promptTimeout`` (2 minutes), long enough to type a password. Otherwise
+/// it throws `locked` at once.
+///
+/// **Connections.** The store opens its own connection to the session bus and one encrypted
+/// transfer session, once; each operation then costs about one D-Bus round trip per step (a
+/// get is a search plus a read). It never autolaunches a bus and never exits the process when
+/// the bus goes away, unlike GIO's shared session-bus connection.
+public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
+    /// How the store talks to the Secret Service.
+    public struct Options: Sendable {
+        /// The deadline of every call that does not wait for a person. Default 10 s.
+        public var timeout: Duration
+        /// Whether a locked collection may be unlocked by a prompt the provider shows. Default:
+        /// only when a display is present (`DISPLAY` or `WAYLAND_DISPLAY` is set).
+        public var unlockPrompt: Bool
+        /// How long to wait for a person to answer an unlock prompt. Default 2 minutes.
+        public var promptTimeout: Duration
+
+        public init(timeout: Duration = .seconds(10), unlockPrompt: Bool? = nil, promptTimeout: Duration = .seconds(120)) {
+            self.timeout = timeout
+            self.unlockPrompt = unlockPrompt ?? SessionBus.displayPresent(environment: ProcessInfo.processInfo.environment)
+            self.promptTimeout = promptTimeout
+        }
+    }
+
+    /// The schema name recorded in each item's `xdg:schema` attribute.
+    public static let schemaName = TV_SCHEMA_NAME
+
+    /// The largest secret this store accepts, 16 MiB. Larger secrets are refused with `tooLarge`
+    /// before anything is sent.
+    ///
+    /// Measured against gnome-keyring 42: 16 MiB round-trips (about 2 s each way, as the secret
+    /// is encrypted for the transfer and gnome-keyring rewrites its whole keyring file). A 64 MiB
+    /// secret makes a bus with dbus-daemon's default 32 MiB message limit drop the connection.
+    /// Tokens are a few kilobytes at most.
+    public static let maximumSecretSize = 16 * 1024 * 1024
+
     public var backendName: String { "secret-service" }
 
-    public init(logger: Logger = Vault.noopLogger) throws {
-        throw VaultError(.backendUnavailable, "The Secret Service backend is not built into this version yet.")
+    private let connection: Connection
+    private let options: Options
+    private let logger: Logger
+
+    private init(connection: Connection, options: Options, logger: Logger) {
+        self.connection = connection
+        self.options = options
+        self.logger = logger
     }
 
-    public static func probe(timeout: Duration = .seconds(2)) async -> SecretServiceProbe {
-        SecretServiceProbe(
-            outcome: .noProvider, detail: "the Secret Service backend is not built into this version yet", elapsed: .zero)
+    /// Connects to the Secret Service on the session bus and opens a transfer session.
+    ///
+    /// The session bus is the process's own (`DBUS_SESSION_BUS_ADDRESS`, or `$XDG_RUNTIME_DIR/bus`);
+    /// none is ever autolaunched.
+    /// - Throws: `backendUnavailable` when there is no session bus or no provider on it;
+    ///   `timeout` when the bus or the provider does not answer within ``Options/timeout``.
+    public static func open(options: Options = Options(), logger: Logger = Vault.noopLogger) async throws -> SecretServiceStore {
+        if case .none(let reason) = SessionBus.resolve(environment: ProcessInfo.processInfo.environment) {
+            throw VaultError(.backendUnavailable, "The Secret Service cannot be used: there is no D-Bus session bus (\(reason)).")
+        }
+        let timeout = options.timeout
+        let onTimeout = { @Sendable in
+            VaultError(.timeout, "The Secret Service did not answer within \(timeout) while connecting.")
+        }
+        // Connecting runs on a thread of its own: a bus that accepts the socket but never answers
+        // would otherwise hold up every other store's calls until the deadline.
+        let bus = try await GLibWorker.detached.run(timeout: timeout, onTimeout: onTimeout) { cancellable in
+            try SessionBusReference(cancellable: cancellable.pointer)
+        }
+        let connection = try await GLibWorker.shared.run(timeout: timeout, onTimeout: onTimeout) { cancellable in
+            try Connection(bus: bus, cancellable: cancellable.pointer)
+        }
+        logger.debug("connected to the Secret Service")
+        return SecretServiceStore(connection: connection, options: options, logger: logger)
     }
 
-    public func load(_ key: CredentialKey) async throws -> Data? { nil }
-    public func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) async throws {}
-    public func delete(_ key: CredentialKey) async throws -> Bool { false }
-    public func keys(service: String?) async throws -> [CredentialKey] { [] }
+    // MARK: CredentialStore
+
+    public func load(_ key: CredentialKey) async throws -> Data? {
+        let action = "reading \(key)"
+        for attempt in 0..<2 {
+            switch try await call(action, { try $0.lookup(key, $1, action: action) }) {
+            case .value(let secret):
+                return secret
+            case .absent:
+                return nil
+            case .locked(let paths):
+                guard attempt == 0 else { break }
+                try await unlock(paths, action: action)
+            }
+        }
+        throw Self.stillLocked(action)
+    }
+
+    public func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) async throws {
+        guard secret.count <= Self.maximumSecretSize else {
+            throw VaultError(
+                .tooLarge,
+                "The secret for \(key) is \(secret.count) bytes; the Secret Service store takes at most \(Self.maximumSecretSize)."
+            )
+        }
+        let action = "saving \(key)"
+        let label = "\(key.service) \(contentType == .json ? "token" : "secret") for \(key.account)"
+        for attempt in 0..<2 {
+            switch try await call(action, { try $0.store(secret, key, label: label, contentType: contentType, $1, action: action) }) {
+            case .saved:
+                logger.debug("saved to the Secret Service", metadata: ["key": "\(key)"])
+                return
+            case .locked(let paths):
+                guard attempt == 0 else { break }
+                try await unlock(paths, action: action)
+            }
+        }
+        throw Self.stillLocked(action)
+    }
+
+    @discardableResult
+    public func delete(_ key: CredentialKey) async throws -> Bool {
+        let action = "deleting \(key)"
+        var deleted = false
+        for attempt in 0..<2 {
+            let outcome = try await call(action, { try $0.remove(key, $1, action: action) })
+            deleted = deleted || outcome.deleted
+            guard let locked = outcome.locked else { return deleted }
+            guard attempt == 0 else { break }
+            try await unlock(locked, action: action)
+        }
+        throw Self.stillLocked(action)
+    }
+
+    public func keys(service: String?) async throws -> [CredentialKey] {
+        let action = service.map { "listing the entries of \($0)" } ?? "listing the entries"
+        let paths = try await call(action, { try $0.listPaths(service: service, $1, action: action) })
+        var keys = Set<CredentialKey>()
+        // Attributes are read one item at a time (the Secret Service has no bulk read), in
+        // batches, so that each call's deadline covers a bounded amount of work.
+        var start = paths.startIndex
+        while start < paths.endIndex {
+            let batch = Array(paths[start..<min(start + 256, paths.endIndex)])
+            start += batch.count
+            let found = try await call(action, { try $0.readKeys(batch, $1, action: action) })
+            for entry in found {
+                if let service, entry.service != service { continue }
+                do {
+                    keys.insert(try CredentialKey(service: entry.service, account: entry.account))
+                } catch {
+                    // Another program's item that cannot be a key (an empty or control-character
+                    // name). It is not ours to list, and listing must not fail because of it.
+                    logger.debug("skipped an item that is not a valid key", metadata: ["path": "\(entry.path)"])
+                }
+            }
+        }
+        return keys.sorted()
+    }
+
+    // MARK: Calls
+
+    /// Runs `body` on the Secret Service thread, bounded by ``Options/timeout``.
+    private func call<Value: Sendable>(
+        _ action: String,
+        timeout: Duration? = nil,
+        _ body: @escaping @Sendable (Connection, UnsafeMutablePointer<GCancellable>) throws -> Value
+    ) async throws -> Value {
+        let connection = self.connection
+        let limit = timeout ?? options.timeout
+        return try await GLibWorker.shared.run(
+            timeout: limit,
+            onTimeout: { VaultError(.timeout, "The Secret Service did not answer within \(limit) while \(action).") }
+        ) { cancellable in
+            try body(connection, cancellable.pointer)
+        }
+    }
+
+    /// Asks the provider to unlock `paths`, which shows a prompt, if the options allow it.
+    private func unlock(_ paths: [String], action: String) async throws {
+        guard options.unlockPrompt else {
+            throw VaultError(
+                .locked,
+                "The Secret Service collection is locked, so TokenVault could not finish \(action), and no unlock "
+                    + "prompt can be shown here (no display). Unlock your keyring, for example by logging in to the "
+                    + "desktop, or use the encrypted file backend.")
+        }
+        logger.debug("asking the Secret Service to unlock", metadata: ["items": "\(paths.count)"])
+        let unlocked = try await call(
+            "\(action) (waiting for the unlock prompt)", timeout: options.promptTimeout,
+            { try $0.unlock(paths, $1, action: action) })
+        guard unlocked > 0 else {
+            throw VaultError(
+                .locked,
+                "The Secret Service collection stayed locked, so TokenVault could not finish \(action): "
+                    + "the unlock prompt was dismissed or could not be shown.")
+        }
+    }
+
+    private static func stillLocked(_ action: String) -> VaultError {
+        VaultError(.locked, "The Secret Service collection was locked again before TokenVault could finish \(action).")
+    }
 }

@@ -4,18 +4,21 @@ import TokenVault
 
 /// Which plist keys the migration takes, by name and value, without `--key`.
 @Suite struct TokenDetectorNameTests {
-    func migratedKeys(_ contents: [String: Any]) async throws -> [String] {
+    func report(_ contents: [String: Any]) async throws -> MigrationReport {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("detector-\(UUID().uuidString).plist")
         defer { _ = try? FileManager.default.removeItem(at: url) }
         try PropertyListSerialization.data(fromPropertyList: contents, format: .xml, options: 0).write(to: url)
-        let report = try await Vault(store: MemoryStore()).migrateDefaults(
+        return try await Vault(store: MemoryStore()).migrateDefaults(
             plistAt: url, options: MigrationOptions(removeSource: false, dryRun: true))
-        return report.items.filter { $0.fate == .wouldMigrate }.map(\.key).sorted()
+    }
+
+    func migratedKeys(_ contents: [String: Any]) async throws -> [String] {
+        try await report(contents).items.filter { $0.fate == .wouldMigrate }.map(\.key).sorted()
     }
 
     @Test(arguments: [
         "accessToken", "access_token", "AccessToken", "oauthToken", "OAuthToken", "authToken", "bearerToken",
-        "apiToken", "token", "githubToken", "jwt",
+        "apiToken", "token", "githubToken", "jwt", "oauth", "OAuth", "o_auth", "bearer", "Bearer", "auth_token",
     ])
     func accessTokenNames(_ name: String) async throws {
         #expect(try await migratedKeys([name: "fake-token-value-123", "theme": "dark"]) == [name])
@@ -34,6 +37,20 @@ import TokenVault
     ])
     func namesThatAreNotSecretsAreLeftAlone(_ name: String) async throws {
         #expect(try await migratedKeys([name: "not-a-secret"]) == [])
+    }
+
+    /// What the report says about a key it left alone must be true: a string it did not take
+    /// was not judged "not a token"; its name was not recognised, and `--key` takes it.
+    @Test func leftAloneNotesSayWhy() async throws {
+        let items = try await report([
+            "oauthProvider": "github", "loadingOAuthToken": true, "accessToken": "fake-access-1",
+        ]).items
+        let provider = try #require(items.first { $0.key == "oauthProvider" })
+        #expect(provider.fate == .leftAlone)
+        #expect(provider.note == "name not recognised as a token; name it with --key to migrate it")
+        let flag = try #require(items.first { $0.key == "loadingOAuthToken" })
+        #expect(flag.fate == .leftAlone)
+        #expect(flag.note == "the value is not a token")
     }
 
     @Test func nonStringValuesUnderTokenNamesAreLeftAlone() async throws {

@@ -71,8 +71,25 @@ import Testing
         #expect(try mode(directory.path) == 0o700)
     }
 
+    @Test func withoutXDGRuntimeDirTheLoginSessionsRuntimeDirectoryIsShared() throws {
+        // A cron job without XDG_RUNTIME_DIR and a desktop process with it must meet at the same
+        // lock: both end up under /run/user/<uid> (here a stand-in for it).
+        let system = try scratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: system) }
+        let withoutVariable = try RefreshLockDirectory.forRuntime(scope: "secret-service", environment: [:], systemRuntime: system)
+        let withVariable = try RefreshLockDirectory.forRuntime(
+            scope: "secret-service", environment: ["XDG_RUNTIME_DIR": system], systemRuntime: "/nonexistent")
+        #expect(withoutVariable.path == (system as NSString).appendingPathComponent("token-vault/locks"))
+        #expect(withVariable.path == withoutVariable.path)
+        // A runtime directory others can enter is not used.
+        #expect(chmod(system, 0o755) == 0)
+        let refused = try RefreshLockDirectory.forRuntime(scope: "secret-service", environment: [:], systemRuntime: system)
+        #expect(refused.path == "/tmp/token-vault-\(geteuid())/locks")
+    }
+
     @Test func withoutARuntimeDirectoryLocksGoUnderTmpPerUser() throws {
-        let directory = try RefreshLockDirectory.forRuntime(scope: "secret-service", environment: [:])
+        let directory = try RefreshLockDirectory.forRuntime(
+            scope: "secret-service", environment: [:], systemRuntime: "/nonexistent-runtime-\(UUID().uuidString)")
         #expect(directory.path == "/tmp/token-vault-\(geteuid())/locks")
         #expect(try mode("/tmp/token-vault-\(geteuid())") == 0o700)
         #expect(try mode(directory.path) == 0o700)

@@ -1,0 +1,173 @@
+import Foundation
+internal import CLibSecret
+
+/// A `GCancellable` that fires when a deadline passes or the calling task is cancelled.
+///
+/// `g_cancellable_cancel` is thread-safe, so the deadline timer and the task's cancellation
+/// handler may fire it from any thread while a blocking libsecret call on the worker thread
+/// waits on it.
+final class OperationCancellable: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<GCancellable>
+
+    init() {
+        pointer = g_cancellable_new()
+    }
+
+    deinit {
+        g_object_unref(pointer)
+    }
+
+    func cancel() {
+        g_cancellable_cancel(pointer)
+    }
+}
+
+/// Hands one result to a continuation exactly once, whichever comes first: the worker's result,
+/// the deadline, or the task's cancellation. Later results are dropped.
+private final class Completion<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<Value, any Error>?
+    private var early: Result<Value, any Error>?
+    private var finished = false
+
+    func attach(_ continuation: CheckedContinuation<Value, any Error>) {
+        lock.lock()
+        if let early {
+            self.early = nil
+            finished = true
+            lock.unlock()
+            continuation.resume(with: early)
+            return
+        }
+        self.continuation = continuation
+        lock.unlock()
+    }
+
+    func finish(_ result: Result<Value, any Error>) {
+        lock.lock()
+        guard !finished else {
+            lock.unlock()
+            return
+        }
+        if let continuation {
+            self.continuation = nil
+            finished = true
+            lock.unlock()
+            continuation.resume(with: result)
+        } else {
+            if early == nil { early = result }
+            lock.unlock()
+        }
+    }
+
+    var isFinished: Bool {
+        lock.withLock { finished || early != nil }
+    }
+}
+
+/// Where blocking libsecret and GDBus calls run: never on a thread of Swift's cooperative pool.
+///
+/// libsecret's `*_sync` functions block their thread while they iterate a private GLib main
+/// context. Running them on the cooperative pool would starve every other task of the process
+/// (the pool has one thread per core), so they run on threads of their own:
+///
+/// - ``shared`` is one long-lived thread that runs the Secret Service stores' calls in order.
+///   The provider serialises requests anyway, so a second thread would gain nothing.
+/// - ``detached`` starts a fresh thread per call. The availability probe uses it, so a probe
+///   stuck in a broken bus can never hold up anything else.
+///
+/// Every call has a deadline. When it passes, the call's `GCancellable` fires and the caller gets
+/// a `timeout` error at once, even if the C call has not returned yet.
+final class GLibWorker: @unchecked Sendable {
+    static let shared = GLibWorker(name: "TokenVault.SecretService")
+    static let detached = GLibWorker()
+
+    private let condition = NSCondition()
+    private var jobs: [@Sendable () -> Void] = []
+    private let dedicated: Bool
+
+    /// A worker with one long-lived thread.
+    private init(name: String) {
+        dedicated = true
+        let thread = Thread { [self] in
+            // Signals that libsecret's proxies subscribe to on this thread are delivered to this
+            // context. It is drained after every job, so they never pile up unprocessed.
+            let context = g_main_context_new()
+            g_main_context_push_thread_default(context)
+            runJobs(context)
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    /// A worker that starts a new thread for each job.
+    private init() {
+        dedicated = false
+    }
+
+    private func runJobs(_ context: OpaquePointer?) {
+        while true {
+            condition.lock()
+            while jobs.isEmpty {
+                condition.wait()
+            }
+            let job = jobs.removeFirst()
+            condition.unlock()
+            job()
+            while g_main_context_iteration(context, 0) != 0 {}
+        }
+    }
+
+    private func submit(_ job: @escaping @Sendable () -> Void) {
+        guard dedicated else {
+            let thread = Thread { job() }
+            thread.name = "TokenVault.SecretService.probe"
+            thread.start()
+            return
+        }
+        condition.lock()
+        jobs.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Runs `body` on this worker and returns its result.
+    ///
+    /// - Parameters:
+    ///   - timeout: the deadline, counted from now (time spent waiting behind other calls counts).
+    ///   - onTimeout: the error thrown when the deadline passes first.
+    ///   - body: the blocking work. It must pass the cancellable to every C call that takes one,
+    ///     and it must free whatever it allocates itself, since its result may be dropped.
+    /// - Throws: whatever `body` throws, `onTimeout()` when the deadline passes first, or
+    ///   `cancelled` when the calling task is cancelled.
+    func run<Value: Sendable>(
+        timeout: Duration,
+        onTimeout: @escaping @Sendable () -> VaultError,
+        _ body: @escaping @Sendable (OperationCancellable) throws -> Value
+    ) async throws -> Value {
+        let cancellable = OperationCancellable()
+        let completion = Completion<Value>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                completion.attach(continuation)
+                submit {
+                    // A call whose deadline passed while it waited in the queue is not started.
+                    guard !completion.isFinished else { return }
+                    completion.finish(Result { try body(cancellable) })
+                }
+                let nanoseconds = max(0, timeout.components.seconds) * 1_000_000_000
+                    + max(0, timeout.components.attoseconds) / 1_000_000_000
+                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) {
+                    guard !completion.isFinished else { return }
+                    // Answer first: cancelling wakes the C call, whose own "cancelled" error
+                    // must not win the race against the timeout it is caused by.
+                    completion.finish(.failure(onTimeout()))
+                    cancellable.cancel()
+                }
+            }
+        } onCancel: {
+            completion.finish(.failure(VaultError(.cancelled, "The Secret Service call was cancelled.")))
+            cancellable.cancel()
+        }
+    }
+}

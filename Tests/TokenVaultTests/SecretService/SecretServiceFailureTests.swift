@@ -1,0 +1,167 @@
+import Foundation
+import Testing
+@testable import TokenVault
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the store does when the keyring is locked, frozen or gone: a clear error within its
+/// bound, nothing lost, no crash and no hang. Each test has a keyring of its own on a private bus,
+/// and drives a real store in a child process (`secret-service-check`) whose session bus it is.
+@Suite(.timeLimit(.minutes(3))) struct SecretServiceFailureTests {
+    private func unlockedKeyring(activation: Bool = false) async throws -> PrivateBus {
+        let bus = try await PrivateBus.start(activation: activation)
+        try await bus.startKeyring(password: "failure-test-password")
+        return bus
+    }
+
+    @Test func aLockedCollectionFailsFastWithLockedAndLosesNothing() async throws {
+        let bus = try await unlockedKeyring()
+        let check = try await SecretServiceCheck.start(environment: bus.environment)
+        #expect(try await check.send("open 10000 0").ok)
+        #expect(try await check.send("save github octocat before-the-lock").ok)
+        try await bus.lockLogin()
+
+        for command in ["load github octocat", "save github octocat after-the-lock", "delete github octocat"] {
+            let answer = try await check.send(command)
+            #expect(answer.code == "locked", "\(command): \(answer.fields)")
+            #expect(answer.message.contains("locked"))
+            #expect(answer.message.contains("no unlock prompt can be shown"))
+            #expect(answer.elapsed < .seconds(2), "\(command) took \(answer.elapsed)")
+        }
+        // Listing reads attributes only, which a locked collection still shows.
+        #expect(try await check.send("keys")["keys"] as? [String] == ["github/octocat"])
+
+        // Unlocked again by a new login (the daemon restarted with the password), the value from
+        // before the lock is intact and the refused writes changed nothing.
+        await bus.stopKeyring()
+        try await bus.startKeyring(password: "failure-test-password")
+        let again = try await SecretServiceCheck.start(environment: bus.environment)
+        #expect(try await again.send("open 10000 0").ok)
+        #expect(try await again.send("load github octocat")["value"] as? String == "before-the-lock")
+    }
+
+    @Test func anUnlockPromptThatCannotOpenADisplayFailsFast() async throws {
+        // As on a headless machine with gcr installed: the provider starts its prompter, which
+        // cannot open a display and exits. Allowed to prompt, the store still answers quickly.
+        let bus = try await unlockedKeyring(activation: true)
+        let check = try await SecretServiceCheck.start(environment: bus.environment)
+        #expect(try await check.send("open 10000 1").ok)
+        #expect(try await check.send("save github default value").ok)
+        try await bus.lockLogin()
+
+        let answer = try await check.send("load github default")
+        #expect(answer.code == "locked", "\(answer.fields)")
+        #expect(answer.message.contains("prompt"))
+        #expect(answer.elapsed < .seconds(5))
+    }
+
+    @Test func aFrozenKeyringTimesOutWithoutStarvingOtherTasks() async throws {
+        let bus = try await unlockedKeyring()
+        let check = try await SecretServiceCheck.start(environment: bus.environment)
+        #expect(try await check.send("open 700 0").ok)
+        #expect(try await check.send("save github default value").ok)
+
+        let pid = try #require(bus.keyringPID)
+        #expect(kill(pid, SIGSTOP) == 0)
+        let answer = try await check.send("starve github default")
+        #expect(kill(pid, SIGCONT) == 0)
+
+        #expect(answer["codes"] as? [String] == ["timeout", "timeout", "timeout", "timeout"], "\(answer.fields)")
+        #expect((answer["ticks"] as? Int ?? 0) >= 10, "the cooperative pool stalled: \(answer.fields)")
+        #expect(answer.elapsed < .seconds(3))
+        let single = try await check.send("load github default")
+        #expect(single.ok, "thawed, the same store works again: \(single.fields)")
+        #expect(single["value"] as? String == "value")
+
+        #expect(kill(pid, SIGSTOP) == 0)
+        let frozen = try await check.send("load github default")
+        #expect(kill(pid, SIGCONT) == 0)
+        #expect(frozen.code == "timeout")
+        #expect(frozen.message.contains("did not answer within"))
+    }
+
+    @Test func aKeyringThatGoesAwayIsUnavailableNotACrash() async throws {
+        let bus = try await unlockedKeyring()
+        let check = try await SecretServiceCheck.start(environment: bus.environment)
+        #expect(try await check.send("open 5000 0").ok)
+        #expect(try await check.send("save github default value").ok)
+
+        await bus.stopKeyring()
+        let noProvider = try await check.send("load github default")
+        #expect(noProvider.code == "backend-unavailable", "\(noProvider.fields)")
+
+        // Then the bus itself: GIO would end the process here (exit-on-close); the store throws.
+        await bus.stop()
+        let noBus = try await check.send("load github default")
+        #expect(noBus.code == "backend-unavailable", "\(noBus.fields)")
+        let save = try await check.send("save github default other")
+        #expect(save.code == "backend-unavailable", "\(save.fields)")
+    }
+
+    @Test func noDefaultCollectionIsAClearErrorOnSave() async throws {
+        let bus = try await PrivateBus.start()
+        try await bus.startKeyring(password: nil)
+        let check = try await SecretServiceCheck.start(environment: bus.environment)
+        #expect(try await check.send("open 5000 0").ok)
+        let save = try await check.send("save github default value")
+        #expect(save.code == "backend-unavailable", "\(save.fields)")
+        #expect(save.message.contains("no default collection"))
+        #expect(try await check.send("load github default")["value"] is NSNull)
+    }
+
+    @Test func explicitSecretServiceOnALockedKeyringFailsClosedAndAutoUsesTheFile() async throws {
+        let bus = try await unlockedKeyring()
+        try await bus.lockLogin()
+        let directory = try TemporaryDirectory()
+        let keyFile = try FileTestSupport.keyFile(in: directory)
+        let check = try await SecretServiceCheck.start(environment: bus.environment)
+
+        let explicit = try await check.send("vault secret-service \(directory.file("vault")) \(keyFile)")
+        #expect(explicit.code == "locked", "\(explicit.fields)")
+        #expect(explicit.elapsed < .seconds(2))
+        #expect(!FileManager.default.fileExists(atPath: directory.file("vault")), "no silent fallback to the file")
+
+        let auto = try await check.send("vault auto \(directory.file("vault")) \(keyFile)")
+        #expect(auto["backend"] as? String == "file", "\(auto.fields)")
+        #expect(auto["probe"] as? String == "locked")
+        #expect((auto["reason"] as? String)?.contains("locked") == true)
+    }
+
+    @Test func withoutABusExplicitFailsClosedAndAutoUsesTheFile() async throws {
+        let directory = try TemporaryDirectory()
+        let keyFile = try FileTestSupport.keyFile(in: directory)
+        let check = try await SecretServiceCheck.start(environment: ["XDG_RUNTIME_DIR": directory.path, "HOME": directory.path])
+
+        let open = try await check.send("open 5000 0")
+        #expect(open.code == "backend-unavailable")
+        #expect(open.message.contains("no D-Bus session bus"))
+
+        let explicit = try await check.send("vault secret-service \(directory.file("vault")) \(keyFile)")
+        #expect(explicit.code == "backend-unavailable", "\(explicit.fields)")
+        #expect(explicit.elapsed < .seconds(2))
+        #expect(!FileManager.default.fileExists(atPath: directory.file("vault")))
+
+        let auto = try await check.send("vault auto \(directory.file("vault")) \(keyFile)")
+        #expect(auto["backend"] as? String == "file", "\(auto.fields)")
+        #expect(auto["probe"] as? String == "no-session-bus")
+    }
+
+    @Test func theVaultCommandOnALockedKeyringExitsSixQuickly() async throws {
+        let bus = try await unlockedKeyring()
+        try await bus.lockLogin()
+        let vault = try SecretServiceCheck.sibling("vault")
+
+        let get = try await offPool { try ChildProcess.run(vault, ["get", "github", "--backend", "secret-service"], environment: bus.environment) }
+        #expect(get.status == 6, "\(get.stderr)")
+        #expect(get.stderr.contains("locked"))
+        #expect(get.stderr.contains("no prompt can be shown") || get.stderr.contains("no unlock prompt can be shown"))
+        #expect(get.elapsed < .seconds(3))
+
+        let status = try await offPool { try ChildProcess.run(vault, ["status", "--json"], environment: bus.environment) }
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])
+        #expect((object["secret_service"] as? [String: Any])?["outcome"] as? String == "locked")
+        #expect((object["reason"] as? String)?.contains("locked") == true, "auto says why it does not use the keyring")
+    }
+}

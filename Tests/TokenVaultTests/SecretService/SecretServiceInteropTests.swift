@@ -1,0 +1,90 @@
+import Foundation
+import Testing
+@testable import TokenVault
+
+/// TokenVault and the real `secret-tool` (libsecret-tools) read each other's items through the
+/// documented attributes, `service` and `account`, on the shared gnome-keyring.
+@Suite(.timeLimit(.minutes(3))) struct SecretServiceInteropTests {
+    /// Runs secret-tool against the shared keyring, `input` on its stdin.
+    private func secretTool(_ arguments: [String], input: Data? = nil) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/secret-tool")
+        process.arguments = arguments
+        process.environment = try SharedKeyring.environment()
+        let output = Pipe()
+        let stdin = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        process.standardInput = stdin
+        try process.run()
+        if let input { stdin.fileHandleForWriting.write(input) }
+        try stdin.fileHandleForWriting.close()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    private func freshKey(_ account: String = "octocat") throws -> CredentialKey {
+        try CredentialKey(service: "tv-interop-\(UUID().uuidString.prefix(8))", account: account)
+    }
+
+    @Test func secretToolReadsWhatTheStoreWrote() async throws {
+        let store = try await SharedKeyring.store()
+        let key = try freshKey()
+        let token = #"{"access_token":"gho_interopToken","token_type":"bearer"}"#
+        try await store.save(Data(token.utf8), for: key, contentType: .json)
+
+        let lookup = try secretTool(["lookup", "service", key.service, "account", key.account])
+        #expect(lookup.status == 0)
+        #expect(lookup.output == token)
+
+        // The item's label and attributes are the documented ones.
+        let search = try secretTool(["search", "service", key.service, "account", key.account])
+        #expect(search.status == 0)
+        #expect(search.output.contains("label = \(key.service) token for \(key.account)"))
+        #expect(search.output.contains("schema = \(SecretServiceStore.schemaName)"))
+        #expect(search.output.contains("attribute.service = \(key.service)"))
+        #expect(search.output.contains("attribute.account = \(key.account)"))
+        #expect(try await store.delete(key))
+    }
+
+    @Test func theStoreReadsListsAndDeletesWhatSecretToolWrote() async throws {
+        let store = try await SharedKeyring.store()
+        let key = try freshKey("alice")
+        let stored = try secretTool(
+            ["store", "--label=made by secret-tool", "service", key.service, "account", key.account],
+            input: Data("typed-by-hand".utf8))
+        #expect(stored.status == 0, "secret-tool store failed: \(stored.output)")
+
+        #expect(try await store.load(key) == Data("typed-by-hand".utf8))
+        #expect(try await store.keys(service: key.service) == [key])
+        #expect(try await store.delete(key))
+        #expect(try secretTool(["lookup", "service", key.service, "account", key.account]).status != 0)
+    }
+
+    @Test func savingOverASecretToolItemLeavesOneItemThatBothSee() async throws {
+        let store = try await SharedKeyring.store()
+        let key = try freshKey()
+        _ = try secretTool(["store", "--label=old", "service", key.service, "account", key.account], input: Data("old".utf8))
+
+        try await store.save(Data("new".utf8), for: key, contentType: .json)
+
+        #expect(try await store.load(key) == Data("new".utf8))
+        #expect(try secretTool(["lookup", "service", key.service, "account", key.account]).output == "new")
+        let search = try secretTool(["search", "--all", "service", key.service, "account", key.account])
+        let items = search.output.components(separatedBy: "\n").filter { $0.hasPrefix("[/") }
+        #expect(items.count == 1, "expected one item, found: \(search.output)")
+        #expect(try await store.keys(service: key.service) == [key])
+        #expect(try await store.delete(key))
+    }
+
+    @Test func opaqueSecretsGetASecretLabel() async throws {
+        let store = try await SharedKeyring.store()
+        let key = try freshKey("ci-bot")
+        try await store.save(Data([0x00, 0xff, 0x10]), for: key)
+        let search = try secretTool(["search", "service", key.service, "account", key.account])
+        #expect(search.output.contains("label = \(key.service) secret for \(key.account)"))
+        #expect(try await store.load(key) == Data([0x00, 0xff, 0x10]))
+        #expect(try await store.delete(key))
+    }
+}

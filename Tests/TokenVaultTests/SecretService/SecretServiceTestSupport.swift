@@ -1,0 +1,453 @@
+import Foundation
+import Testing
+@testable import TokenVault
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A child process started with `posix_spawn` and a clean signal state.
+///
+/// Foundation's `Process` passes on the signal mask of the thread that starts it, and the test
+/// runner's threads block nearly every signal. A `dbus-daemon` started that way never sees
+/// `SIGCHLD`, so it waits its full activation timeout for a prompter that has long exited, and
+/// `SIGTERM` cannot stop anything. Daemons for the tests are therefore started here, with an
+/// empty mask and default dispositions, as a login session would start them.
+final class ChildProcess: @unchecked Sendable {
+    let pid: pid_t
+    /// The write end of the child's stdin, if it was asked for.
+    let input: FileHandle?
+    /// The read end of the child's stdout, if it was asked for.
+    let output: FileHandle?
+    private var status: Int32?
+
+    /// Serialises our spawns, so that no child inherits another child's pipe in the moment
+    /// between `pipe` and `FD_CLOEXEC`: a reader would then wait for the wrong process to exit.
+    private static let spawnLock = NSLock()
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which the Swift Glibc
+    /// module does not export; looked up with the C calling convention.
+    private static let closeFrom: @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32 = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else {
+            fatalError("glibc 2.34 or later is needed for posix_spawn_file_actions_addclosefrom_np")
+        }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32).self)
+    }()
+
+    private static func closeOnExecPipe(_ fds: inout [Int32]) -> Bool {
+        guard pipe(&fds) == 0 else { return false }
+        return fcntl(fds[0], F_SETFD, FD_CLOEXEC) == 0 && fcntl(fds[1], F_SETFD, FD_CLOEXEC) == 0
+    }
+
+    init(_ path: String, _ arguments: [String], environment: [String: String], input wantsInput: Bool = false,
+         output wantsOutput: Bool = false, errorPath: String = "/dev/null") throws {
+        Self.spawnLock.lock()
+        defer { Self.spawnLock.unlock() }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        var stdinPipe: [Int32] = [-1, -1]
+        var stdoutPipe: [Int32] = [-1, -1]
+        if wantsInput {
+            guard Self.closeOnExecPipe(&stdinPipe) else { throw SetupFailure("pipe failed") }
+            posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
+            posix_spawn_file_actions_addclose(&actions, stdinPipe[1])
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
+        if wantsOutput {
+            guard Self.closeOnExecPipe(&stdoutPipe) else { throw SetupFailure("pipe failed") }
+            posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], 1)
+            posix_spawn_file_actions_addclose(&actions, stdoutPipe[0])
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
+        posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        // Nothing else of the test runner's: a daemon holding another test's pipe open would keep
+        // that test waiting for an end of file that never comes.
+        guard Self.closeFrom(&actions, 3) == 0 else { throw SetupFailure("posix_spawn_file_actions_addclosefrom_np failed") }
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var child: pid_t = 0
+        let result = posix_spawn(&child, path, &actions, &attributes, argv, envp)
+        if wantsInput { close(stdinPipe[0]) }
+        if wantsOutput { close(stdoutPipe[1]) }
+        guard result == 0 else { throw SetupFailure("posix_spawn \(path) failed: \(String(cString: strerror(result)))") }
+        pid = child
+        input = wantsInput ? FileHandle(fileDescriptor: stdinPipe[1], closeOnDealloc: true) : nil
+        output = wantsOutput ? FileHandle(fileDescriptor: stdoutPipe[0], closeOnDealloc: true) : nil
+    }
+
+    var isRunning: Bool {
+        guard status == nil else { return false }
+        var raw: Int32 = 0
+        if waitpid(pid, &raw, WNOHANG) == pid {
+            status = raw
+            return false
+        }
+        return true
+    }
+
+    /// Waits for the child to end and returns its raw wait status.
+    @discardableResult
+    func wait() -> Int32 {
+        if let status { return status }
+        var raw: Int32 = 0
+        while waitpid(pid, &raw, 0) == -1 && errno == EINTR {}
+        status = raw
+        return raw
+    }
+
+    func kill(_ signal: Int32) {
+        guard isRunning else { return }
+        _ = Glibc.kill(pid, signal)
+    }
+
+    /// Ends the child at once and reaps it.
+    func stop() {
+        kill(SIGCONT)
+        kill(SIGKILL)
+        wait()
+    }
+
+    /// Runs `path` to its end with stdout and stderr captured: a command-line run, timed.
+    static func run(_ path: String, _ arguments: [String], environment: [String: String]) throws
+        -> (status: Int32, stdout: String, stderr: String, elapsed: Duration)
+    {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tv-run-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }  // scratch cleanup
+        let errorFile = directory.appendingPathComponent("stderr").path
+        let clock = ContinuousClock()
+        let start = clock.now
+        let child = try ChildProcess(path, arguments, environment: environment, output: true, errorPath: errorFile)
+        let output = child.readAll()
+        let raw = child.wait()
+        let elapsed = clock.now - start
+        let status: Int32 = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : -1
+        let errors = (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? ""
+        return (status, String(decoding: output, as: UTF8.self), errors, elapsed)
+    }
+
+    /// Reads until `output` ends.
+    func readAll() -> Data {
+        output?.readDataToEndOfFile() ?? Data()
+    }
+}
+
+/// The real gnome-keyring-daemon that Scripts/test starts on its private session bus.
+enum SharedKeyring {
+    /// The environment that reaches it, or a failed test that says how to get one. Never a skip.
+    static func environment() throws -> [String: String] {
+        let environment = ProcessInfo.processInfo.environment
+        try #require(
+            environment["TOKENVAULT_TEST_KEYRING"] == "1",
+            "These tests need the throwaway gnome-keyring that Scripts/test starts on a private D-Bus. Run them with Scripts/test (e.g. Scripts/test --filter SecretService)."
+        )
+        return environment
+    }
+
+    /// A store on the shared keyring. Its deadline is longer than the 10 s default: every test of
+    /// the suite shares this one daemon, which rewrites its whole keyring file on each change.
+    static func store(timeout: Duration = .seconds(30)) async throws -> SecretServiceStore {
+        _ = try environment()
+        return try await SecretServiceStore.open(options: .init(timeout: timeout, unlockPrompt: false))
+    }
+}
+
+/// A D-Bus daemon of the test's own, and optionally a gnome-keyring-daemon on it, with scratch
+/// XDG directories: for the states the shared keyring must not be put in (locked, frozen, gone).
+///
+/// By default the bus activates nothing, so "no provider" really means none, and an unlock prompt
+/// fails at once (no prompter can be started). With `activation: true` the bus reads the standard
+/// service directories, as a desktop session bus does: gnome-keyring and gcr-prompter are then
+/// started on demand.
+final class PrivateBus: @unchecked Sendable {
+    let directory: URL
+    let address: String
+    private let bus: ChildProcess
+    private(set) var keyring: ChildProcess?
+
+    /// Starts the bus. Blocking work runs off the cooperative pool (see ``offPool(_:)``).
+    static func start(activation: Bool = false) async throws -> PrivateBus {
+        try await offPool { try PrivateBus(activation: activation) }
+    }
+
+    private init(activation: Bool) throws {
+        // Under Scripts/test's scratch directory when there is one, so that its cleanup finds
+        // and stops anything a crashed test left running.
+        let base = ProcessInfo.processInfo.environment["TOKENVAULT_TEST_SCRATCH"].map { URL(fileURLWithPath: $0) }
+            ?? FileManager.default.temporaryDirectory
+        directory = base.appendingPathComponent("bus-\(UUID().uuidString.prefix(8))")
+        for sub in ["", "data", "runtime", "config", "home"] {
+            try FileManager.default.createDirectory(
+                at: directory.appendingPathComponent(sub), withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
+        }
+        let config = directory.appendingPathComponent("bus.conf")
+        try """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>session</type>
+              <listen>unix:path=\(directory.appendingPathComponent("runtime/bus").path)</listen>
+              <auth>EXTERNAL</auth>
+              \(activation ? "<standard_session_servicedirs/>" : "")
+              <policy context="default">
+                <allow send_destination="*" eavesdrop="true"/>
+                <allow eavesdrop="true"/>
+                <allow own="*"/>
+              </policy>
+            </busconfig>
+            """.write(to: config, atomically: true, encoding: .utf8)
+
+        bus = try ChildProcess(
+            "/usr/bin/dbus-daemon", ["--config-file=\(config.path)", "--nofork", "--print-address=1"],
+            environment: Self.scratchEnvironment(directory), output: true)
+        var text = Data()
+        while !text.contains(UInt8(ascii: "\n")) {
+            let chunk = bus.output!.availableData
+            guard !chunk.isEmpty else { break }
+            text.append(chunk)
+        }
+        address = String(decoding: text, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard address.hasPrefix("unix:") else { throw SetupFailure("dbus-daemon printed no address") }
+    }
+
+    deinit {
+        stopNow()
+        try? FileManager.default.removeItem(at: directory)  // scratch cleanup
+    }
+
+    /// The bus socket sits where a systemd user session puts it: `$XDG_RUNTIME_DIR/bus`.
+    var runtimeDirectory: String { directory.appendingPathComponent("runtime").path }
+
+    /// What a client of this bus sees: the bus address, scratch XDG directories, no display.
+    var environment: [String: String] {
+        var environment = Self.scratchEnvironment(directory)
+        environment["DBUS_SESSION_BUS_ADDRESS"] = address
+        return environment
+    }
+
+    private static func scratchEnvironment(_ directory: URL) -> [String: String] {
+        [
+            "HOME": directory.appendingPathComponent("home").path,
+            "XDG_DATA_HOME": directory.appendingPathComponent("data").path,
+            "XDG_RUNTIME_DIR": directory.appendingPathComponent("runtime").path,
+            "XDG_CONFIG_HOME": directory.appendingPathComponent("config").path,
+            "PATH": "/usr/bin:/bin",
+        ]
+    }
+
+    /// The keyring daemon's process id, once started.
+    var keyringPID: pid_t? { keyring?.pid }
+
+    /// Starts gnome-keyring-daemon on this bus. With a password, it creates and unlocks the
+    /// `login` collection (the default); without one, it starts with no collection to unlock.
+    func startKeyring(password: String?) async throws {
+        try await offPool { try self.startKeyringNow(password: password) }
+    }
+
+    private func startKeyringNow(password: String?) throws {
+        let process = try ChildProcess(
+            "/usr/bin/gnome-keyring-daemon",
+            ["--foreground", "--components=secrets"] + (password == nil ? [] : ["--unlock"]),
+            environment: environment, input: true)
+        if let password {
+            process.input!.write(Data(password.utf8))
+        }
+        try process.input!.close()
+        keyring = process
+        for _ in 0..<200 {
+            if try sendNow(["/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner", "string:org.freedesktop.secrets"],
+                        destination: "org.freedesktop.DBus").contains("boolean true") {
+                return
+            }
+            usleep(50_000)
+        }
+        throw SetupFailure("gnome-keyring-daemon did not take org.freedesktop.secrets within 10 s")
+    }
+
+    /// Locks the `login` collection through the Secret Service's own `Lock` method.
+    func lockLogin() async throws {
+        let reply = try await send([
+            "/org/freedesktop/secrets", "org.freedesktop.Secret.Service.Lock",
+            "array:objpath:/org/freedesktop/secrets/collection/login",
+        ])
+        guard reply.contains("/org/freedesktop/secrets/collection/login") else {
+            throw SetupFailure("Lock did not lock login: \(reply)")
+        }
+    }
+
+    /// Runs `dbus-send` on this bus and returns what it printed.
+    @discardableResult
+    func send(_ arguments: [String], destination: String = "org.freedesktop.secrets") async throws -> String {
+        try await offPool { try self.sendNow(arguments, destination: destination) }
+    }
+
+    private func sendNow(_ arguments: [String], destination: String = "org.freedesktop.secrets") throws -> String {
+        let process = try ChildProcess(
+            "/usr/bin/dbus-send", ["--bus=\(address)", "--print-reply", "--dest=\(destination)"] + arguments,
+            environment: ["PATH": "/usr/bin:/bin"], output: true)
+        let data = process.readAll()
+        process.wait()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Stops the keyring at once (SIGKILL: children of the test runner inherit its blocked
+    /// SIGTERM), including one that the bus started by activation.
+    func stopKeyring() async {
+        await offPoolNoThrow { self.stopKeyringNow() }
+    }
+
+    private func stopKeyringNow() {
+        keyring?.stop()
+        // A keyring the bus activated is not our child: find it through the bus.
+        if bus.isRunning, let reply = try? sendNow(
+            ["/org/freedesktop/DBus", "org.freedesktop.DBus.GetConnectionUnixProcessID", "string:org.freedesktop.secrets"],
+            destination: "org.freedesktop.DBus"),
+            let pid = reply.split(separator: " ").last.flatMap({ Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
+        {
+            _ = Glibc.kill(pid, SIGKILL)
+        }
+    }
+
+    func stop() async {
+        await offPoolNoThrow { self.stopNow() }
+    }
+
+    private func stopNow() {
+        stopKeyringNow()
+        bus.stop()
+    }
+}
+
+/// Runs `body` and returns how long it took.
+func measure<T>(_ body: () async throws -> T) async rethrows -> (T, Duration) {
+    let clock = ContinuousClock()
+    let start = clock.now
+    let value = try await body()
+    return (value, clock.now - start)
+}
+
+/// The error `body` throws as a `VaultError`, or a recorded issue.
+func vaultError(_ body: () async throws -> Void) async -> VaultError? {
+    do {
+        try await body()
+        Issue.record("expected a VaultError, but nothing was thrown")
+        return nil
+    } catch let error as VaultError {
+        return error
+    } catch {
+        Issue.record("expected a VaultError, got \(type(of: error)): \(error)")
+        return nil
+    }
+}
+
+/// `secret-service-check` (Sources/secret-service-check) running on a private bus: one command per
+/// line in, one JSON answer per line out. The store inside uses that bus as its session bus.
+final class SecretServiceCheck: @unchecked Sendable {
+    struct Answer: @unchecked Sendable {
+        let fields: [String: Any]
+        var ok: Bool { fields["ok"] as? Bool == true }
+        var code: String? { fields["code"] as? String }
+        var message: String { fields["message"] as? String ?? "" }
+        var elapsed: Duration { .milliseconds(fields["elapsed_ms"] as? Int ?? .max) }
+        subscript(key: String) -> Any? { fields[key] }
+    }
+
+    private let process: ChildProcess
+    private var buffer = Data()
+
+    private init(environment: [String: String]) throws {
+        process = try ChildProcess(try Self.path, [], environment: environment, input: true, output: true)
+    }
+
+    static func start(environment: [String: String]) async throws -> SecretServiceCheck {
+        try await offPool { try SecretServiceCheck(environment: environment) }
+    }
+
+    deinit {
+        // End of input ends the helper; a helper stuck in a call is killed after 5 s.
+        try? process.input?.close()
+        for _ in 0..<100 where process.isRunning { usleep(50_000) }
+        process.stop()
+    }
+
+    static var path: String {
+        get throws { try sibling("secret-service-check") }
+    }
+
+    /// An executable that `swift build` puts next to the test bundle.
+    static func sibling(_ name: String) throws -> String {
+        var directory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = directory.appendingPathComponent(name).path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            directory = directory.deletingLastPathComponent()
+        }
+        throw SetupFailure("\(name) not found; run `swift build --build-tests` first")
+    }
+
+    /// Sends one command and waits for its answer, off the cooperative pool.
+    @discardableResult
+    func send(_ command: String) async throws -> Answer {
+        try await offPool { try self.sendNow(command) }
+    }
+
+    private func sendNow(_ command: String) throws -> Answer {
+        process.input!.write(Data((command + "\n").utf8))
+        while !buffer.contains(UInt8(ascii: "\n")) {
+            let chunk = process.output!.availableData
+            guard !chunk.isEmpty else { throw SetupFailure("secret-service-check ended before answering '\(command)'") }
+            buffer.append(chunk)
+        }
+        let end = buffer.firstIndex(of: UInt8(ascii: "\n"))!
+        let line = buffer[buffer.startIndex..<end]
+        buffer.removeSubrange(buffer.startIndex...end)
+        guard let object = try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else {
+            throw SetupFailure("not a JSON object: \(String(decoding: line, as: UTF8.self))")
+        }
+        return Answer(fields: object)
+    }
+}
+
+/// A test fixture that could not be set up. Thrown (not recorded) because it may happen on a
+/// thread of its own, outside the test's task.
+struct SetupFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Runs blocking fixture work (starting daemons, waiting on pipes) on a thread of its own, so that
+/// it never occupies the cooperative pool that the code under test and its time bounds rely on.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
+}
+
+func offPoolNoThrow(_ body: @escaping @Sendable () -> Void) async {
+    await withCheckedContinuation { continuation in
+        Thread {
+            body()
+            continuation.resume()
+        }.start()
+    }
+}
