@@ -12,6 +12,10 @@ extension EncryptedFileStore {
         /// The most memory an existing vault's header may ask Argon2id to use. A header asking
         /// more is refused with `invalidInput` rather than allocated. Default: 1 GiB.
         public var maximumKDFMemoryLimit: UInt64
+        /// The most Argon2id passes (opslimit) an existing vault's header may ask for. A header
+        /// asking more is refused with `invalidInput` rather than run for minutes or hours.
+        /// Default: 32 (libsodium's SENSITIVE is 4).
+        public var maximumKDFOpsLimit: UInt64
         /// Compaction runs when dead records outweigh live ones and amount to at least this many
         /// bytes. Default: 64 KiB.
         public var compactionMinimumDeadBytes: Int
@@ -21,12 +25,14 @@ extension EncryptedFileStore {
             createIfMissing: Bool = true,
             kdf: KDFParameters = .moderate,
             maximumKDFMemoryLimit: UInt64 = 1 << 30,
+            maximumKDFOpsLimit: UInt64 = 32,
             compactionMinimumDeadBytes: Int = 64 * 1024
         ) {
             self.allowInsecurePermissions = allowInsecurePermissions
             self.createIfMissing = createIfMissing
             self.kdf = kdf
             self.maximumKDFMemoryLimit = maximumKDFMemoryLimit
+            self.maximumKDFOpsLimit = maximumKDFOpsLimit
             self.compactionMinimumDeadBytes = compactionMinimumDeadBytes
         }
     }

@@ -122,6 +122,13 @@ final class VaultFile: @unchecked Sendable {
                     "The vault file \(path) asks Argon2id for \(header.memLimit / 1_048_576) MiB of memory, more than the \(options.maximumKDFMemoryLimit / 1_048_576) MiB this process allows (Options.maximumKDFMemoryLimit)."
                 )
             }
+            // Time, too: an edited header (its checksum is unkeyed) could ask for 2^32 passes.
+            guard header.kind != .passphrase || header.opsLimit <= options.maximumKDFOpsLimit else {
+                throw VaultError(
+                    .invalidInput,
+                    "The vault file \(path) asks Argon2id for \(header.opsLimit) passes, more than the \(options.maximumKDFOpsLimit) this process allows (Options.maximumKDFOpsLimit)."
+                )
+            }
             keys = try VaultKeys.derive(from: secret, header: header, path: path)
         }
         try VaultHeader.verify(snapshot.bytes, keys: keys, header: header, path: path)

@@ -125,6 +125,25 @@ import Glibc
         #expect(error?.code == .invalidInput)
     }
 
+    @Test func tooManyKDFPassesInHeaderAreRefusedBeforeRunning() async throws {
+        let dir = try TemporaryDirectory()
+        let vault = dir.file("vault")
+        let passphrase = try S.passphraseFile("pw", in: dir)
+        _ = try await EncryptedFileStore.open(
+            path: vault, keySource: .passphraseFile(passphrase), options: .init(kdf: .init(opsLimit: 3, memoryLimit: 8 << 20)))
+        let clock = ContinuousClock()
+        let start = clock.now
+        let error = await S.errorCode {
+            _ = try await EncryptedFileStore.open(
+                path: vault, keySource: .passphraseFile(passphrase), options: .init(maximumKDFOpsLimit: 2))
+        }
+        #expect(error?.code == .invalidInput)
+        #expect(error?.message.contains("3 passes") == true)
+        #expect(clock.now - start < .seconds(1), "refused before Argon2id runs")
+        // Within the limit it opens.
+        _ = try await EncryptedFileStore.open(path: vault, keySource: .passphraseFile(passphrase), options: .init(maximumKDFOpsLimit: 3))
+    }
+
     // MARK: Errors, each with its own code
 
     @Test func wrongPassphrase() async throws {
