@@ -45,12 +45,13 @@ final class CLISandbox: @unchecked Sendable {
         #expect(written == 64)
     }
 
-    /// A child's whole environment: nothing of the test runner's (no D-Bus, no TOKEN_VAULT_*).
+    /// A child's whole environment: nothing of the test runner's (no D-Bus, no TOKEN_VAULT_*) but
+    /// the sanitizer options of a sanitized run.
     var environment: [String: String] {
         [
             "HOME": home.path, "XDG_CONFIG_HOME": config.path, "XDG_DATA_HOME": data.path, "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8", "COLUMNS": "80",
-        ]
+        ].merging(Products.sanitizerEnvironment) { $1 }
     }
 
     /// The global options for the file backend with this sandbox's key file.
@@ -137,6 +138,14 @@ struct FakeTokens {
 }
 
 enum Products {
+    /// The sanitizer options of a sanitized run (`TOKENVAULT_SANITIZE=… Scripts/test`), passed on
+    /// to children whose environment is otherwise built from scratch, so that a sanitized child
+    /// writes its reports where the script collects them and applies the same suppressions.
+    /// Empty in an ordinary run.
+    static let sanitizerEnvironment: [String: String] = ProcessInfo.processInfo.environment.filter {
+        ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"].contains($0.key)
+    }
+
     /// The build products directory, which holds the test bundle and the executables.
     static var directory: URL {
         #if os(Linux)

@@ -54,6 +54,14 @@ struct ChildResult {
 }
 
 enum Products {
+    /// The sanitizer options of a sanitized run (`TOKENVAULT_SANITIZE=… Scripts/test`), passed on
+    /// to children whose environment is otherwise built from scratch, so that a sanitized child
+    /// writes its reports where the script collects them and applies the same suppressions.
+    /// Empty in an ordinary run.
+    static let sanitizerEnvironment: [String: String] = ProcessInfo.processInfo.environment.filter {
+        ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"].contains($0.key)
+    }
+
     /// The build products directory: where the test bundle and the executables are.
     static var directory: URL {
         #if os(Linux)
@@ -81,7 +89,7 @@ enum Products {
         }
         process.executableURL = executable
         process.arguments = arguments
-        process.environment = environment
+        process.environment = environment.merging(sanitizerEnvironment) { $1 }
         let input = Pipe()
         let output = Pipe()
         let error = Pipe()
