@@ -60,10 +60,15 @@ import Glibc
         var known: [Int: Data] = [:]  // what each slot held after the previous round
         for round in 0..<30 {
             let (process, output) = try S.helper(["cycle", vault, key, service, "\(slots)", "\(next)"])
+            // The kill is timed from the helper's first acknowledged write, not from its start: a
+            // helper that takes longer than the delay to start (a sanitized build, a busy machine)
+            // would otherwise be killed before it writes in every round.
+            let lines = LineReader(output)
+            let first = lines.nextLine()
             try await Task.sleep(for: .microseconds(Int.random(in: 20_000...80_000)))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
-            let acknowledged = LineReader(output).remainingLines().compactMap { line in
+            let acknowledged = ([first].compactMap { $0 } + lines.remainingLines()).compactMap { line in
                 line.hasPrefix("ack ") ? Int(line.dropFirst(4)) : nil
             }
             #expect(acknowledged == Array(next..<next + acknowledged.count), "round \(round)")
