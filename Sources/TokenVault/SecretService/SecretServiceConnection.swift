@@ -57,9 +57,6 @@ extension SecretServiceStore {
 
         /// The default collection, through its alias path, as CreateItem accepts it.
         private static let defaultCollection = "/org/freedesktop/secrets/aliases/default"
-        /// The schema that `secret-tool store` records; its items are listed when they carry a
-        /// `service` and an `account`.
-        private static let genericSchema = "org.freedesktop.Secret.Generic"
 
         init(bus: SessionBusReference, cancellable: UnsafeMutablePointer<GCancellable>) throws {
             var error: UnsafeMutablePointer<GError>?
@@ -170,18 +167,20 @@ extension SecretServiceStore {
             return (deleted, found.locked.isEmpty ? nil : found.locked)
         }
 
-        /// The paths of the items that may be entries: this schema's, and `secret-tool`'s.
+        /// The paths of this schema's items (`xdg:schema` = ``SecretServiceStore/schemaName``),
+        /// optionally of one service, locked or not.
+        ///
+        /// Items that `secret-tool store` made without an `xdg:schema` are found by lookups and
+        /// deletes (they match on service and account) but not here: gnome-keyring gives such an
+        /// item its generic schema only later, when it rewrites the keyring file, so a search for
+        /// it misses it at random, and there is no search for "has a service attribute".
         func listPaths(service: String?, _ cancellable: UnsafeMutablePointer<GCancellable>, action: String) throws -> [String] {
-            var paths: [String] = []
-            for schema in [SecretServiceStore.schemaName, Self.genericSchema] {
-                let attributes: OpaquePointer = tv_attributes_new()
-                defer { g_hash_table_unref(attributes) }
-                tv_attributes_set(attributes, "xdg:schema", schema)
-                if let service { tv_attributes_set(attributes, "service", service) }
-                let found = try search(attributes, schema: false, cancellable, action: action)
-                paths += found.unlocked + found.locked
-            }
-            return paths
+            let attributes: OpaquePointer = tv_attributes_new()
+            defer { g_hash_table_unref(attributes) }
+            tv_attributes_set(attributes, "xdg:schema", SecretServiceStore.schemaName)
+            if let service { tv_attributes_set(attributes, "service", service) }
+            let found = try search(attributes, schema: false, cancellable, action: action)
+            return found.unlocked + found.locked
         }
 
         /// Reads the `service` and `account` attributes of `paths`; items without both are skipped.

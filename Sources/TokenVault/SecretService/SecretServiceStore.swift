@@ -24,9 +24,10 @@ internal import CLibSecret
 /// A save keeps exactly one item per key: it replaces the item with the same attributes and then
 /// deletes any other unlocked item for the same service and account (such as one that
 /// `secret-tool store` made under its own schema), so that every reader sees the new value.
-/// Listing finds the items of this schema and those that `secret-tool` stored with a `service`
-/// and an `account` (schema `org.freedesktop.Secret.Generic`); it reads attributes only, never
-/// a secret. Attributes and labels are not secret: any program of the same user can read them.
+/// Listing is a search by schema: it finds this schema's items (an item `secret-tool store` made
+/// joins them once TokenVault saves it, or if it was stored with
+/// `xdg:schema dev.tokenvault.Credential`), and reads attributes only, never a secret.
+/// Attributes and labels are not secret: any program of the same user can read them.
 ///
 /// **Time bounds.** Every call has a deadline (``Options/timeout``, 10 s by default) and runs on
 /// a thread of its own, never on Swift's cooperative pool. The store never triggers an unlock

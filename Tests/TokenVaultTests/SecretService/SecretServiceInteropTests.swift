@@ -48,7 +48,7 @@ import Testing
         #expect(try await store.delete(key))
     }
 
-    @Test func theStoreReadsListsAndDeletesWhatSecretToolWrote() async throws {
+    @Test func theStoreReadsAndDeletesWhatSecretToolWrote() async throws {
         let store = try await SharedKeyring.store()
         let key = try freshKey("alice")
         let stored = try secretTool(
@@ -57,9 +57,22 @@ import Testing
         #expect(stored.status == 0, "secret-tool store failed: \(stored.output)")
 
         #expect(try await store.load(key) == Data("typed-by-hand".utf8))
-        #expect(try await store.keys(service: key.service) == [key])
         #expect(try await store.delete(key))
         #expect(try secretTool(["lookup", "service", key.service, "account", key.account]).status != 0)
+    }
+
+    @Test func secretToolItemsOfTheSchemaAreListed() async throws {
+        // Listing is a search by schema; secret-tool can give an item the schema as an attribute.
+        let store = try await SharedKeyring.store()
+        let key = try freshKey("bob")
+        let stored = try secretTool(
+            ["store", "--label=listed", "xdg:schema", SecretServiceStore.schemaName, "service", key.service, "account", key.account],
+            input: Data("listed-by-schema".utf8))
+        #expect(stored.status == 0, "secret-tool store failed: \(stored.output)")
+        #expect(try await store.keys(service: key.service) == [key])
+        #expect(try await store.load(key) == Data("listed-by-schema".utf8))
+        #expect(try await store.delete(key))
+        #expect(try await store.keys(service: key.service).isEmpty)
     }
 
     @Test func savingOverASecretToolItemLeavesOneItemThatBothSee() async throws {
