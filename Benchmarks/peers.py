@@ -74,7 +74,22 @@ def phase(op, items):
     }
 
 
-class KeyringPeer:
+class KeyringAPIPeer:
+    """A peer reached through the keyring package's API: subclasses set self.keyring, self.service."""
+
+    def set(self, index):
+        self.keyring.set_password(self.service, account(index), payload(index))
+
+    def get(self, index):
+        value = self.keyring.get_password(self.service, account(index))
+        if value != payload(index):
+            raise SystemExit("%s: wrong value for %d" % (self.name, index))
+
+    def delete(self, index):
+        self.keyring.delete_password(self.service, account(index))
+
+
+class KeyringPeer(KeyringAPIPeer):
     """Python `keyring` with its SecretService backend, used as applications use it."""
 
     name = "keyring"
@@ -84,17 +99,6 @@ class KeyringPeer:
 
         self.keyring = Keyring()
         self.service = args.service
-
-    def set(self, index):
-        self.keyring.set_password(self.service, account(index), payload(index))
-
-    def get(self, index):
-        value = self.keyring.get_password(self.service, account(index))
-        if value != payload(index):
-            raise SystemExit("keyring: wrong value for %d" % index)
-
-    def delete(self, index):
-        self.keyring.delete_password(self.service, account(index))
 
 
 class SecretStoragePeer:
@@ -148,7 +152,7 @@ def open_cryptfile(path, password_file, kdf):
     return keyring
 
 
-class CryptFilePeer:
+class CryptFilePeer(KeyringAPIPeer):
     """keyrings.cryptfile: an INI file, one Argon2id + AES-GCM per get and per set."""
 
     name = "cryptfile"
@@ -156,17 +160,6 @@ class CryptFilePeer:
     def __init__(self, args):
         self.keyring = open_cryptfile(args.file, args.password_file, args.kdf)
         self.service = args.service
-
-    def set(self, index):
-        self.keyring.set_password(self.service, account(index), payload(index))
-
-    def get(self, index):
-        value = self.keyring.get_password(self.service, account(index))
-        if value != payload(index):
-            raise SystemExit("cryptfile: wrong value for %d" % index)
-
-    def delete(self, index):
-        self.keyring.delete_password(self.service, account(index))
 
 
 PEERS = {"keyring": KeyringPeer, "secretstorage": SecretStoragePeer, "cryptfile": CryptFilePeer}
