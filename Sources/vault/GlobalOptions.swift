@@ -120,7 +120,7 @@ struct GlobalOptions: ParsableArguments {
     ) async throws -> (vault: Vault, keySource: VaultConfiguration.KeySource?) {
         var configuration = configuration
         if configuration.keySource == nil, usesFile, let terminal = Terminal.openControllingTerminal() {
-            defer { _ = close(terminal) }
+            defer { SystemCall.close(terminal) }
             configuration.keySource = .passphrase(try askPassphrase(for: configuration.resolvedFilePath, terminal: terminal))
         }
         return (try await Vault.open(configuration, probe: probe), configuration.keySource)
@@ -151,9 +151,11 @@ struct GlobalOptions: ParsableArguments {
     /// Whether something is at `path`. Only a definite "no such file" counts as missing: any
     /// other failure (such as a directory we may not search) is left for the open to report.
     static func exists(_ path: String) -> Bool {
-        var status = stat()
-        if stat(path, &status) == 0 { return true }
-        return errno != ENOENT && errno != ENOTDIR
+        do {
+            return try SystemCall.stat(path) != nil
+        } catch {
+            return error != .notDirectory
+        }
     }
 
     private func askPassphrase(for path: String, terminal: Int32) throws -> SecretBytes {

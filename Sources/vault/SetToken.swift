@@ -85,12 +85,12 @@ extension VaultCommand {
             var data = Data()
             var chunk = [UInt8](repeating: 0, count: 64 * 1024)
             while data.count < limit {
-                let count = chunk.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, min($0.count, limit - data.count)) }
-                if count < 0 {
-                    let code = errno
-                    if code == EINTR { continue }
-                    let reason = String(cString: strerror(code))
-                    throw VaultError(.io, "Could not read the secret from standard input: \(reason).")
+                let wanted = min(chunk.count, limit - data.count)
+                let count: Int
+                do {
+                    count = try chunk.withUnsafeMutableBytes { try SystemCall.read(STDIN_FILENO, into: .init(rebasing: $0[..<wanted])) }
+                } catch let error as Errno {
+                    throw VaultError(.io, "Could not read the secret from standard input: \(error.message).")
                 }
                 if count == 0 { break }
                 data.append(contentsOf: chunk[0..<count])

@@ -46,9 +46,9 @@ enum KeyMaterial {
 
     /// Reads a whole key or passphrase file (a regular file, or a pipe such as `<(…)`) into secure memory.
     static func readFile(_ path: String, what: String, allowInsecurePermissions: Bool) throws -> SecretBytes {
-        let fd = try Posix.open(path, flags: O_RDONLY, role: .keyFile)
-        defer { Posix.close(fd) }
-        let status = try Posix.fstat(fd, path: path)
+        let fd = try fileCall("open", path) { try SystemCall.open(path, O_RDONLY) }
+        defer { SystemCall.close(fd) }
+        let status = try fileCall("inspect", path) { try SystemCall.fstat(fd) }
         if status.isRegularFile {
             if status.groupOrOtherBits != 0 && !allowInsecurePermissions {
                 throw VaultError(
@@ -64,8 +64,8 @@ enum KeyMaterial {
         return try scratch.withBytes(count: maximumFileSize + 1) { buffer in
             var total = 0
             while total < buffer.count {
-                let n = try Posix.call("read", path: path, role: .keyFile) {
-                    Glibc.read(fd, buffer.baseAddress! + total, buffer.count - total)
+                let n = try fileCall("read", path) {
+                    try SystemCall.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[total...]))
                 }
                 if n == 0 { break }
                 total += n
@@ -74,6 +74,18 @@ enum KeyMaterial {
                 throw VaultError(.invalidInput, "The \(what) \(path) is larger than \(maximumFileSize / 1024) KiB; it is not a \(what).")
             }
             return try SecretBytes(copyingSecure: UnsafeRawBufferPointer(rebasing: buffer[..<total]))
+        }
+    }
+
+    /// Runs one system call on a key or passphrase file; a missing file is `keyFileMissing`.
+    private static func fileCall<Result>(_ operation: String, _ path: String, _ body: () throws -> Result) throws -> Result {
+        do {
+            return try body()
+        } catch let errno as Errno {
+            if errno == .noSuchFileOrDirectory {
+                throw VaultError(.keyFileMissing, "The key or passphrase file \(path) does not exist.", underlying: errno)
+            }
+            throw VaultError.system(errno, operation, path)
         }
     }
 

@@ -57,7 +57,7 @@ final class VaultFile: @unchecked Sendable {
         guard !path.isEmpty else { throw VaultError(.invalidInput, "The vault file path is empty.") }
         self.path = path
         self.lockPath = path + ".lock"
-        self.directory = Posix.parentDirectory(of: path)
+        self.directory = AtomicFile.parentDirectory(of: path)
         self.options = options
         self.logger = logger
         readScratch = try SecureBuffer()
@@ -66,21 +66,21 @@ final class VaultFile: @unchecked Sendable {
 
         let secret = try KeyMaterial.load(keySource, allowInsecurePermissions: options.allowInsecurePermissions)
 
-        if try Posix.stat(directory, role: .directory) == nil {
+        if try VaultIO.stat(directory) == nil {
             guard options.createIfMissing else {
                 throw VaultError(.backendUnavailable, "There is no vault file at \(path): its directory does not exist.")
             }
-            try Posix.makeDirectories(directory)
+            try AtomicFile.makeDirectories(directory)
         }
         // Not even a lock file is left behind when the vault may not be created and is missing.
-        if !options.createIfMissing, try Posix.stat(path) == nil {
+        if !options.createIfMissing, try VaultIO.stat(path) == nil {
             throw VaultError(.backendUnavailable, "There is no vault file at \(path), and creating one was not allowed.")
         }
         let lockDescriptor = try Self.openLockFile(lockPath)
         var lockOwned = true
-        defer { if lockOwned { Posix.close(lockDescriptor) } }
+        defer { if lockOwned { VaultIO.close(lockDescriptor) } }
 
-        try Posix.lock(lockDescriptor, exclusive: false, path: lockPath)
+        try VaultIO.lock(lockDescriptor, exclusive: false, path: lockPath)
         var opened = try Self.openVaultFile(path)
         // Keys derived while creating the vault, so that the KDF runs once, not twice.
         var created: (header: VaultHeader, keys: VaultKeys)?
@@ -89,26 +89,26 @@ final class VaultFile: @unchecked Sendable {
                 throw VaultError(.backendUnavailable, "There is no vault file at \(path), and creating one was not allowed.")
             }
             // Run the KDF before taking the exclusive lock, so other processes are not held up.
-            try Posix.unlock(lockDescriptor, path: lockPath)
+            try VaultIO.unlock(lockDescriptor, path: lockPath)
             let header = VaultHeader.new(kind: secret.kind, kdf: options.kdf, salt: Sodium.randomBytes(Sodium.saltBytes))
             let keys = try VaultKeys.derive(from: secret, header: header, path: path)
             // Creating needs the exclusive lock; another process may have created it meanwhile.
-            try Posix.lock(lockDescriptor, exclusive: true, path: lockPath)
+            try VaultIO.lock(lockDescriptor, exclusive: true, path: lockPath)
             opened = try Self.openVaultFile(path)
             if opened == nil {
                 try Self.writeReplacement(header.encoded(keys: keys), path: path, directory: directory, logger: logger)
                 logger.info("created encrypted vault file", metadata: ["path": "\(path)", "keyKind": "\(secret.kind)"])
                 created = (header, keys)
-                opened = (try Posix.open(path, flags: O_RDWR), true)
+                opened = (try VaultIO.open(path, flags: O_RDWR), true)
             }
         }
         let (fd, writable) = opened!
         var fdOwned = true
-        defer { if fdOwned { Posix.close(fd) } }
+        defer { if fdOwned { VaultIO.close(fd) } }
 
         // A consistent snapshot, read under the lock; later changes are caught up with later.
         let snapshot = try Self.readVault(fd: fd, path: path, options: options)
-        try Posix.unlock(lockDescriptor, path: lockPath)
+        try VaultIO.unlock(lockDescriptor, path: lockPath)
 
         // The KDF runs without the lock held.
         let header = snapshot.header
@@ -153,17 +153,17 @@ final class VaultFile: @unchecked Sendable {
     }
 
     deinit {
-        Posix.close(fd)
-        Posix.close(lockFD)
+        VaultIO.close(fd)
+        VaultIO.close(lockFD)
     }
 
     /// Opens the vault file for reading and writing, or, when this process may not write it,
     /// for reading only. `nil` if it does not exist.
     private static func openVaultFile(_ path: String) throws -> (fd: Int32, writable: Bool)? {
         do {
-            return try Posix.openIfExists(path, flags: O_RDWR).map { ($0, true) }
+            return try VaultIO.openIfExists(path, flags: O_RDWR).map { ($0, true) }
         } catch let error as VaultError where error.code == .permissionDenied {
-            guard let fd = try Posix.openIfExists(path, flags: O_RDONLY) else { return nil }
+            guard let fd = try VaultIO.openIfExists(path, flags: O_RDONLY) else { return nil }
             return (fd, false)
         }
     }
@@ -172,9 +172,9 @@ final class VaultFile: @unchecked Sendable {
     /// written, it is opened for reading: `flock` needs no more.
     private static func openLockFile(_ path: String) throws -> Int32 {
         do {
-            return try Posix.open(path, flags: O_RDWR | O_CREAT, mode: 0o600, role: .lockFile)
+            return try VaultIO.open(path, flags: O_RDWR | O_CREAT, mode: 0o600)
         } catch let error as VaultError where error.code == .permissionDenied {
-            guard let fd = try Posix.openIfExists(path, flags: O_RDONLY, role: .lockFile) else { throw error }
+            guard let fd = try VaultIO.openIfExists(path, flags: O_RDONLY) else { throw error }
             return fd
         }
     }
@@ -191,14 +191,14 @@ final class VaultFile: @unchecked Sendable {
 
     /// A vault file as read under the lock: its status, its bytes and its parsed header.
     private struct Snapshot {
-        var status: Posix.FileStatus
+        var status: SystemCall.FileStatus
         var header: VaultHeader
         var bytes: [UInt8]
     }
 
     /// Reads a whole vault file and checks its permissions and the structure of its header.
     private static func readVault(fd: Int32, path: String, options: EncryptedFileStore.Options) throws -> Snapshot {
-        let status = try Posix.fstat(fd, path: path)
+        let status = try VaultIO.fstat(fd, path: path)
         guard status.isRegularFile else {
             throw VaultError(.notAVault, "\(path) is not a regular file, so it is not a vault file.")
         }
@@ -208,76 +208,21 @@ final class VaultFile: @unchecked Sendable {
                 "The vault file \(path) can be read or written by group or others (mode \(KeyMaterial.octal(status.permissionBits))). Run `chmod 600 \(path)`, or accept it explicitly: --allow-insecure-permissions or TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1 for the vault command, allowInsecurePermissions in the library."
             )
         }
-        let bytes = try Posix.read(fd, at: 0, count: Int(status.size), path: path)
+        let bytes = try VaultIO.read(fd, at: 0, count: Int(status.size), path: path)
         let header = try VaultHeader.parse(bytes, fileSize: status.size, path: path)
         return Snapshot(status: status, header: header, bytes: bytes)
     }
 
-    /// Replaces `path` atomically: a unique temporary file in the same directory, `fsync`,
-    /// `rename` over, `fsync` of the directory. On failure the old file is untouched.
+    /// Replaces `path` atomically through ``AtomicFile``, first removing the temporary files of
+    /// rewrites that a killed process left (the caller holds the exclusive lock).
     private static func writeReplacement(_ bytes: [UInt8], path: String, directory: String, logger: Logger) throws {
-        let prefix = temporaryPrefix(path)
-        removeAbandonedTemporaries(prefix: prefix, directory: directory, logger: logger)
-        let suffix = Sodium.randomBytes(6).map { String($0, radix: 16) }.joined()
-        let temporary = directory + "/" + prefix + suffix
-        let fd = try Posix.open(temporary, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
-        var open = true
-        do {
-            try Posix.chmod(fd, 0o600, path: temporary)  // whatever the umask says
-            try bytes.withUnsafeBytes { try Posix.pwriteAll(fd, $0, at: 0, path: temporary) }
-            try Posix.sync(fd, path: temporary)
-            Posix.close(fd)
-            open = false
-            try Posix.rename(temporary, to: path)
-        } catch {
-            // Close once: a second close(2) could close a descriptor that another thread has
-            // opened under the same number in the meantime.
-            if open { Posix.close(fd) }
-            do {
-                try Posix.unlink(temporary)
-            } catch let cleanup {
-                logger.warning(
-                    "could not remove a temporary vault file",
-                    metadata: ["path": "\(temporary)", "error": "\(String(describing: cleanup))"])
-            }
-            throw error
-        }
+        AtomicFile.removeAbandonedTemporaries(of: path, logger: logger)
         // The new file is in place and durable itself; only the rename's own durability is in
         // question. Failing now would report a rewrite that happened as one that did not.
-        do {
-            try Posix.syncDirectory(directory)
-        } catch {
+        if let error = try AtomicFile.replace(path, with: bytes, logger: logger) {
             logger.warning(
                 "could not sync the vault directory after replacing the file; a crash now may bring back the previous version",
                 metadata: ["directory": "\(directory)", "error": "\(String(describing: error))"])
-        }
-    }
-
-    /// Temporary files for `path` are `.<name>.tmp-<random>` in the same directory.
-    private static func temporaryPrefix(_ path: String) -> String {
-        "." + (path.split(separator: "/").last.map(String.init) ?? "vault") + ".tmp-"
-    }
-
-    /// Removes temporary files that a process killed during a compaction or rekey left behind.
-    /// Safe because the caller holds the exclusive lock: no other rewrite is under way.
-    /// A failure is logged: the leftovers are harmless and never read.
-    private static func removeAbandonedTemporaries(prefix: String, directory: String, logger: Logger) {
-        let names: [String]
-        do {
-            names = try FileManager.default.contentsOfDirectory(atPath: directory)
-        } catch {
-            logger.debug("could not list the vault directory", metadata: ["directory": "\(directory)"])
-            return
-        }
-        for name in names where name.hasPrefix(prefix) {
-            do {
-                try Posix.unlink(directory + "/" + name)
-                logger.notice("removed an abandoned temporary vault file", metadata: ["path": "\(directory)/\(name)"])
-            } catch {
-                logger.warning(
-                    "could not remove an abandoned temporary vault file",
-                    metadata: ["path": "\(directory)/\(name)", "error": "\(error)"])
-            }
         }
     }
 
@@ -386,7 +331,7 @@ final class VaultFile: @unchecked Sendable {
 
     /// Whether the in-memory state still matches the file: same inode, same size, no torn tail.
     private func isFreshLocked() throws -> Bool {
-        guard let status = try Posix.stat(path) else { return false }
+        guard let status = try VaultIO.stat(path) else { return false }
         return status.device == identity.device && status.inode == identity.inode && status.size == observedSize
             && !hasTornTail
     }
@@ -394,7 +339,7 @@ final class VaultFile: @unchecked Sendable {
     /// Reads what other processes appended, or reloads a replaced file. Holds `lock`; the
     /// caller holds the file lock (shared or exclusive) and runs on the queue.
     private func catchUpLocked() throws {
-        guard let status = try Posix.stat(path) else {
+        guard let status = try VaultIO.stat(path) else {
             throw VaultError(.io, "The vault file \(path) was removed while it was in use.")
         }
         if status.device != identity.device || status.inode != identity.inode || status.size < validEnd {
@@ -403,7 +348,7 @@ final class VaultFile: @unchecked Sendable {
         }
         if status.size == observedSize && !hasTornTail { return }
         let readFrom = validEnd
-        let bytes = try Posix.read(fd, at: readFrom, count: Int(status.size - readFrom), path: path)
+        let bytes = try VaultIO.read(fd, at: readFrom, count: Int(status.size - readFrom), path: path)
         try ingestLocked(bytes, from: 0)
         observedSize = readFrom + Int64(bytes.count)
     }
@@ -414,7 +359,7 @@ final class VaultFile: @unchecked Sendable {
             throw VaultError(.io, "The vault file \(path) was removed while it was in use.")
         }
         var owned = true
-        defer { if owned { Posix.close(newFD) } }
+        defer { if owned { VaultIO.close(newFD) } }
         let loaded = try Self.readVault(fd: newFD, path: path, options: options)
         guard loaded.header.sameKeyDerivation(as: header) else {
             throw VaultError(
@@ -423,7 +368,7 @@ final class VaultFile: @unchecked Sendable {
             )
         }
         try VaultHeader.verify(loaded.bytes, keys: keys, header: loaded.header, path: path)
-        Posix.close(fd)
+        VaultIO.close(fd)
         fd = newFD
         writable = newWritable
         owned = false
@@ -491,10 +436,10 @@ final class VaultFile: @unchecked Sendable {
     }
 
     private func withFileLock<Result>(exclusive: Bool, _ body: () throws -> Result) throws -> Result {
-        try Posix.lock(lockFD, exclusive: exclusive, path: lockPath)
+        try VaultIO.lock(lockFD, exclusive: exclusive, path: lockPath)
         defer {
             do {
-                try Posix.unlock(lockFD, path: lockPath)
+                try VaultIO.unlock(lockFD, path: lockPath)
             } catch {
                 logger.error("could not release the vault lock", metadata: ["path": "\(lockPath)", "error": "\(error)"])
             }
@@ -553,17 +498,17 @@ final class VaultFile: @unchecked Sendable {
             }
 
             if hasTornTail {
-                try Posix.truncate(fd, to: validEnd, path: path)
+                try VaultIO.truncate(fd, to: validEnd, path: path)
                 logger.notice("repaired the incomplete last write of the vault file", metadata: ["path": "\(path)"])
             }
             do {
-                try output.withUnsafeBytes { try Posix.pwriteAll(fd, $0, at: validEnd, path: path) }
-                try Posix.syncData(fd, path: path)
+                try VaultIO.pwriteAll(fd, output, at: validEnd, path: path)
+                try VaultIO.syncData(fd, path: path)
             } catch {
                 // Take back whatever part of the batch reached the file; readers would ignore a
                 // partial batch anyway, but a clean tail is better.
                 do {
-                    try Posix.truncate(fd, to: validEnd, path: path)
+                    try VaultIO.truncate(fd, to: validEnd, path: path)
                 } catch let truncation {
                     logger.warning(
                         "could not remove a failed write from the vault file; readers ignore it",
@@ -684,16 +629,16 @@ final class VaultFile: @unchecked Sendable {
             newIndex[key] = SealedRecord(sequence: UInt64(sequence), frame: frame)
         }
         try Self.writeReplacement(output, path: path, directory: directory, logger: logger)
-        let newFD = try Posix.open(path, flags: O_RDWR)
-        let status: Posix.FileStatus
+        let newFD = try VaultIO.open(path, flags: O_RDWR)
+        let status: SystemCall.FileStatus
         do {
-            status = try Posix.fstat(newFD, path: path)
+            status = try VaultIO.fstat(newFD, path: path)
         } catch {
-            Posix.close(newFD)
+            VaultIO.close(newFD)
             throw error
         }
         lock.withLock {
-            Posix.close(fd)
+            VaultIO.close(fd)
             fd = newFD
             identity = (status.device, status.inode)
             header = newHeader

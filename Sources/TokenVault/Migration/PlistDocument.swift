@@ -49,7 +49,7 @@ struct PlistDocument {
         }
         return PlistDocument(
             path: path, bytes: bytes, format: format, dictionary: dictionary,
-            mode: info.st_mode, owner: info.st_uid, group: info.st_gid
+            mode: mode_t(info.mode), owner: uid_t(info.owner), group: gid_t(info.group)
         )
     }
 

@@ -34,12 +34,11 @@ final class RefreshLock {
     ///   for a lock file owned by someone else; `io`/`permissionDenied` for system failures.
     static func acquire(path: String, timeout: Duration) async throws -> RefreshLock {
         let descriptor = try LockSyscall.check("open the lock file", path) {
-            open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            try SystemCall.open(path, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
         }
         let lock = RefreshLock(descriptor: descriptor)
-        var status = stat()
-        try LockSyscall.check("inspect the lock file", path) { fstat(descriptor, &status) }
-        guard status.st_uid == geteuid(), (status.st_mode & S_IFMT) == S_IFREG else {
+        let status = try LockSyscall.check("inspect the lock file", path) { try SystemCall.fstat(descriptor) }
+        guard status.isOwnedByCaller, status.isRegularFile else {
             throw VaultError(
                 .insecurePermissions,
                 "The refresh lock file \(path) is not a regular file owned by this user; remove it.")
@@ -49,17 +48,8 @@ final class RefreshLock {
         let deadline = clock.now.advanced(by: timeout)
         var pause = Duration.milliseconds(2)
         while true {
-            if flock(descriptor, LOCK_EX | LOCK_NB) == 0 {
+            if try LockSyscall.check("lock", path, { try SystemCall.tryLock(descriptor, exclusive: true) }) {
                 return lock
-            }
-            let error = errno
-            switch error {
-            case EINTR:
-                continue
-            case EWOULDBLOCK:
-                break
-            default:
-                throw LockSyscall.error(error, "lock", path)
             }
             let now = clock.now
             guard now < deadline else {
@@ -77,8 +67,8 @@ final class RefreshLock {
     /// Releases the lock. Closing the descriptor drops the `flock`; calling twice is harmless.
     func release() {
         guard descriptor >= 0 else { return }
-        // close() drops the lock even if it reports an error, and must not be retried on EINTR.
-        _ = close(descriptor)
+        // close() drops the lock even if it reports an error; SystemCall never retries it.
+        SystemCall.close(descriptor)
         descriptor = -1
     }
 }
@@ -148,29 +138,22 @@ struct RefreshLockDirectory: Sendable {
     }
 
     private static func isOwnPrivateDirectory(_ path: String) -> Bool {
-        var status = stat()
-        guard lstat(path, &status) == 0 else { return false }
-        return (status.st_mode & S_IFMT) == S_IFDIR && status.st_uid == geteuid() && (status.st_mode & 0o077) == 0
+        guard let status = try? SystemCall.lstat(path) else { return false }  // unusable either way
+        return status.isDirectory && status.isOwnedByCaller && status.groupOrOtherBits == 0
     }
 
     /// Creates `path` with mode `0700` if it is missing, then insists that it is a real
     /// directory (not a symbolic link), owned by this user, that nobody else can enter.
     static func ensurePrivateDirectory(_ path: String) throws {
-        if mkdir(path, 0o700) != 0 {
-            let error = errno
-            guard error == EEXIST else {
-                throw LockSyscall.error(error, "create the lock directory", path)
-            }
-        }
-        var status = stat()
-        try LockSyscall.check("inspect the lock directory", path) { lstat(path, &status) }
-        guard (status.st_mode & S_IFMT) == S_IFDIR else {
+        try LockSyscall.check("create the lock directory", path) { _ = try SystemCall.makeDirectory(path, mode: 0o700) }
+        let found = try LockSyscall.check("inspect the lock directory", path) { try SystemCall.lstat(path) }
+        guard let status = found, status.isDirectory else {
             throw VaultError(.insecurePermissions, "The lock directory \(path) is not a directory; remove it.")
         }
-        guard status.st_uid == geteuid() else {
+        guard status.isOwnedByCaller else {
             throw VaultError(.insecurePermissions, "The lock directory \(path) belongs to another user; remove it.")
         }
-        guard (status.st_mode & 0o077) == 0 else {
+        guard status.groupOrOtherBits == 0 else {
             throw VaultError(
                 .insecurePermissions,
                 "The lock directory \(path) is open to group or others; make it private with chmod 700.")
@@ -178,14 +161,18 @@ struct RefreshLockDirectory: Sendable {
     }
 }
 
-/// The refresh lock's C calls, through the library's one POSIX wrapper.
+/// The refresh lock's system calls, with their errors in refresh-lock words.
 enum LockSyscall {
+    /// Runs one ``SystemCall``; a symbolic link where a lock file must be is `insecurePermissions`.
     @discardableResult
-    static func check(_ action: String, _ path: String, _ call: () -> Int32) throws -> Int32 {
-        try Posix.call(action, path: path, role: .refreshLock, call)
-    }
-
-    static func error(_ code: Int32, _ action: String, _ path: String) -> VaultError {
-        Posix.error(errno: code, operation: action, path: path, role: .refreshLock)
+    static func check<Result>(_ action: String, _ path: String, _ call: () throws -> Result) throws -> Result {
+        do {
+            return try call()
+        } catch let errno as Errno {
+            if errno == .tooManySymbolicLinks {
+                throw VaultError(.insecurePermissions, "Cannot \(action) \(path): it is a symbolic link.", underlying: errno)
+            }
+            throw VaultError.system(errno, action, path)
+        }
     }
 }

@@ -1,0 +1,138 @@
+// Owns: replacing a file atomically (the vault's compaction and rekey, the migration's plist
+// rewrite) and creating a directory with its missing parents. One recipe for both callers:
+// a unique temporary file in the same directory, write, `fsync`, `rename`, `fsync` the directory.
+internal import Foundation
+internal import Logging
+
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
+enum AtomicFile {
+    /// Who owns the replacement and its permission bits; `nil` owner means this process's user.
+    struct Attributes {
+        var mode: UInt32 = 0o600
+        var owner: (user: UInt32, group: UInt32)?
+    }
+
+    /// Replaces `path` with `bytes`: a new file `.<name>.tmp-<random>` in the same directory
+    /// (`O_EXCL`, so never someone else's file), the bytes, the attributes, `fsync`, then
+    /// `beforeRename` (which may throw to abort), `rename` over `path` and an `fsync` of the
+    /// directory. On any failure before the rename, the temporary file is removed and `path` is
+    /// untouched.
+    ///
+    /// Once the rename has succeeded the new contents are in place, so nothing after it throws:
+    /// a directory that cannot be synced is returned instead, for the caller to report.
+    ///
+    /// - Parameter consequence: what a full disk leaves behind, for the `diskFull` message.
+    /// - Returns: The error of the directory `fsync` after the rename, or `nil`.
+    static func replace(
+        _ path: String, with bytes: UnsafeRawBufferPointer, attributes: Attributes = Attributes(),
+        diskFull consequence: String = VaultError.vaultKeepsLastState, logger: Logger? = nil,
+        beforeRename: () throws -> Void = {}
+    ) throws -> VaultError? {
+        let directory = parentDirectory(of: path)
+        let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        let temporary = directory + "/" + temporaryPrefix(for: path) + suffix
+        let fd = try withErrnoMapped("create a temporary file in", directory, diskFull: consequence) {
+            try SystemCall.open(temporary, O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
+        }
+        var open = true
+        var renamed = false
+        defer {
+            // Close once: a second close(2) could close a descriptor that another thread has
+            // been given under the same number in the meantime.
+            if open { SystemCall.close(fd) }
+            if !renamed {
+                do {
+                    try SystemCall.unlink(temporary)
+                } catch {
+                    logger?.warning(
+                        "could not remove a temporary file", metadata: ["path": "\(temporary)", "error": "\(error)"])
+                }
+            }
+        }
+        try withErrnoMapped("write to", temporary, diskFull: consequence) {
+            try SystemCall.pwriteAll(fd, bytes, at: 0, path: temporary)
+        }
+        if let owner = attributes.owner, owner.user != SystemCall.effectiveUserID || owner.group != SystemCall.effectiveGroupID {
+            try withErrnoMapped("keep the owner and group of", path) {
+                try SystemCall.chown(fd, owner: owner.user, group: owner.group)
+            }
+        }
+        // Whatever the umask said.
+        try withErrnoMapped("set permissions on", temporary) { try SystemCall.chmod(fd, attributes.mode & 0o7777) }
+        try withErrnoMapped("flush to disk", temporary, diskFull: consequence) { try SystemCall.sync(fd, path: temporary) }
+        open = false
+        SystemCall.close(fd)
+        try beforeRename()
+        try withErrnoMapped("rename a file over", path, diskFull: consequence) { try SystemCall.rename(temporary, to: path) }
+        renamed = true
+        do {
+            try SystemCall.syncDirectory(directory)
+            return nil
+        } catch {
+            return VaultError.system(error, "sync the directory", directory)
+        }
+    }
+
+    static func replace(
+        _ path: String, with bytes: [UInt8], attributes: Attributes = Attributes(),
+        diskFull consequence: String = VaultError.vaultKeepsLastState, logger: Logger? = nil,
+        beforeRename: () throws -> Void = {}
+    ) throws -> VaultError? {
+        try bytes.withUnsafeBytes {
+            try replace(path, with: $0, attributes: attributes, diskFull: consequence, logger: logger, beforeRename: beforeRename)
+        }
+    }
+
+    /// Temporary files for `path` are `.<name>.tmp-<random>` in the same directory.
+    static func temporaryPrefix(for path: String) -> String {
+        "." + (path.split(separator: "/").last.map(String.init) ?? "file") + ".tmp-"
+    }
+
+    /// Removes temporary files that a process killed during a replacement of `path` left
+    /// behind. Only safe while the caller excludes every other replacement (the vault's
+    /// exclusive lock). A failure is logged: the leftovers are harmless and never read.
+    static func removeAbandonedTemporaries(of path: String, logger: Logger) {
+        let directory = parentDirectory(of: path)
+        let prefix = temporaryPrefix(for: path)
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory)
+        } catch {
+            logger.debug("could not list the directory", metadata: ["directory": "\(directory)"])
+            return
+        }
+        for name in names where name.hasPrefix(prefix) {
+            do {
+                try SystemCall.unlink(directory + "/" + name)
+                logger.notice("removed an abandoned temporary file", metadata: ["path": "\(directory)/\(name)"])
+            } catch {
+                logger.warning(
+                    "could not remove an abandoned temporary file",
+                    metadata: ["path": "\(directory)/\(name)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Creates `path` and any missing parents with mode `0700`. Existing directories are left as they are.
+    static func makeDirectories(_ path: String) throws {
+        if let existing = try withErrnoMapped("inspect", path, { try SystemCall.stat(path) }) {
+            guard existing.isDirectory else { throw VaultError(.io, "\(path) exists and is not a directory.") }
+            return
+        }
+        let parent = parentDirectory(of: path)
+        if parent != path { try makeDirectories(parent) }
+        try withErrnoMapped("create the directory", path) { _ = try SystemCall.makeDirectory(path) }
+    }
+
+    /// The directory part of `path`: `"."` for a bare name, `"/"` for a name at the root.
+    static func parentDirectory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        if slash == path.startIndex { return "/" }
+        return String(path[..<slash])
+    }
+}

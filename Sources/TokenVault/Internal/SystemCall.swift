@@ -1,0 +1,255 @@
+// Owns: every POSIX call of the library and of the `vault` command, in one place, with one
+// policy: `EINTR` is retried everywhere except `close`, and failure is a thrown ``Errno``.
+// Nothing here knows what a file is for; callers turn an ``Errno`` into a ``VaultError``
+// (see `VaultError+Errno.swift`). Calls that change files pass through ``FileOperationHooks``.
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Musl)
+internal import Musl
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
+// File-scope names for the C calls whose names the `SystemCall` members shadow.
+private typealias CStat = stat
+private func cStat(_ path: String, _ buffer: inout CStat) -> Int32 { stat(path, &buffer) }
+private func cLstat(_ path: String, _ buffer: inout CStat) -> Int32 { lstat(path, &buffer) }
+private func cFlock(_ fd: Int32, _ operation: Int32) -> Int32 { flock(fd, operation) }
+
+/// The one thin layer over POSIX (swift-system's `valueOrErrno` style, without the dependency).
+package enum SystemCall {
+    /// Runs `body` until it does not fail with `EINTR`; throws the `errno` of any other `-1`.
+    @discardableResult
+    static func retrying<Result: FixedWidthInteger>(_ body: () -> Result) throws(Errno) -> Result {
+        while true {
+            let result = body()
+            if result != -1 { return result }
+            let code = Errno.current
+            if code != .interrupted { throw code }
+        }
+    }
+
+    // MARK: Status
+
+    package struct FileStatus: Equatable, Sendable {
+        package var device: UInt64
+        package var inode: UInt64
+        package var size: Int64
+        package var mode: UInt32
+        package var owner: UInt32
+        package var group: UInt32
+        package var linkCount: UInt64
+
+        package var isRegularFile: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
+        package var isDirectory: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
+        package var isSymbolicLink: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFLNK) }
+        /// Permission bits for group and others.
+        package var groupOrOtherBits: UInt32 { mode & 0o077 }
+        package var permissionBits: UInt32 { mode & 0o7777 }
+        /// Whether the calling process's effective user owns it.
+        package var isOwnedByCaller: Bool { owner == UInt32(geteuid()) }
+
+        fileprivate init(_ raw: CStat) {
+            device = UInt64(raw.st_dev)
+            inode = UInt64(raw.st_ino)
+            size = Int64(raw.st_size)
+            mode = UInt32(raw.st_mode)
+            owner = UInt32(raw.st_uid)
+            group = UInt32(raw.st_gid)
+            linkCount = UInt64(raw.st_nlink)
+        }
+    }
+
+    package static var effectiveUserID: UInt32 { UInt32(geteuid()) }
+    package static var effectiveGroupID: UInt32 { UInt32(getegid()) }
+
+    package static func fstat(_ fd: Int32) throws(Errno) -> FileStatus {
+        var raw = CStat()
+        try retrying { Glibc.fstat(fd, &raw) }
+        return FileStatus(raw)
+    }
+
+    /// The status of `path` (following symbolic links), or `nil` if it does not exist.
+    package static func stat(_ path: String) throws(Errno) -> FileStatus? {
+        var raw = CStat()
+        do {
+            try retrying { cStat(path, &raw) }
+        } catch .noSuchFileOrDirectory {
+            return nil
+        }
+        return FileStatus(raw)
+    }
+
+    /// The status of `path` itself (a symbolic link is not followed), or `nil` if it does not exist.
+    package static func lstat(_ path: String) throws(Errno) -> FileStatus? {
+        var raw = CStat()
+        do {
+            try retrying { cLstat(path, &raw) }
+        } catch .noSuchFileOrDirectory {
+            return nil
+        }
+        return FileStatus(raw)
+    }
+
+    /// The canonical absolute path of an existing `path`: every symbolic link, `.` and `..` resolved.
+    static func realPath(_ path: String) throws(Errno) -> String {
+        guard let resolved = Glibc.realpath(path, nil) else { throw Errno.current }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    // MARK: Descriptors
+
+    /// Opens `path` (always `O_CLOEXEC`). `O_CREAT` counts as a file change for the hooks.
+    static func open(_ path: String, _ flags: Int32, mode: UInt32 = 0o600) throws(Errno) -> Int32 {
+        if flags & O_CREAT != 0 { try FileOperationHooks.before(.create(path: path)) }
+        let fd = try retrying { Glibc.open(path, flags | O_CLOEXEC, mode_t(mode)) }
+        if flags & O_CREAT != 0 { FileOperationHooks.after(.create(path: path)) }
+        return fd
+    }
+
+    /// Opens `path`, or returns `nil` if it does not exist.
+    static func openIfExists(_ path: String, _ flags: Int32) throws(Errno) -> Int32? {
+        do {
+            return try open(path, flags & ~O_CREAT)
+        } catch .noSuchFileOrDirectory {
+            return nil
+        }
+    }
+
+    /// Closes `fd`. Never retried: on Linux the descriptor is gone even when `close` reports
+    /// `EINTR`, and a retry could close a descriptor another thread has just been given.
+    package static func close(_ fd: Int32) {
+        _ = Glibc.close(fd)
+    }
+
+    // MARK: Reading
+
+    /// One `read` into `buffer`, retried on `EINTR`. Returns how many bytes; 0 at end of file.
+    package static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+        guard buffer.count > 0 else { return 0 }
+        return try retrying { Glibc.read(fd, buffer.baseAddress!, buffer.count) }
+    }
+
+    /// Fills `buffer` from `offset`, or fewer bytes at end of file. Returns how many.
+    static func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(Errno) -> Int {
+        var done = 0
+        while done < buffer.count {
+            let n = try retrying {
+                Glibc.pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    /// Reads `[offset, offset + count)` into a new array, or less at end of file.
+    static func read(_ fd: Int32, at offset: Int64, count: Int) throws(Errno) -> [UInt8] {
+        guard count > 0 else { return [] }
+        var bytes = [UInt8](repeating: 0, count: count)
+        var result: Result<Int, Errno> = .success(0)
+        bytes.withUnsafeMutableBytes { buffer in
+            do throws(Errno) { result = .success(try pread(fd, into: buffer, at: offset)) } catch { result = .failure(error) }
+        }
+        let n = try result.get()
+        if n < count { bytes.removeLast(count - n) }
+        return bytes
+    }
+
+    // MARK: Writing
+
+    /// Writes all of `bytes` at `offset` of `fd` (opened from `path`), looping over short writes.
+    static func pwriteAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64, path: String) throws(Errno) {
+        let operation = FileOperationHooks.isActive ? FileOperation.write(path: path, offset: offset, bytes: Array(bytes)) : nil
+        if let operation { try FileOperationHooks.before(operation) }
+        var done = 0
+        while done < bytes.count {
+            let n = try retrying {
+                Glibc.pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            }
+            done += n
+        }
+        if let operation { FileOperationHooks.after(operation) }
+    }
+
+    static func truncate(_ fd: Int32, to size: Int64, path: String) throws(Errno) {
+        try hooked(.truncate(path: path, size: size)) { Glibc.ftruncate(fd, off_t(size)) }
+    }
+
+    /// `fdatasync`: the data and the size, which is all an append needs.
+    static func syncData(_ fd: Int32, path: String) throws(Errno) {
+        try hooked(.sync(path: path)) { Glibc.fdatasync(fd) }
+    }
+
+    /// `fsync`: data and metadata.
+    static func sync(_ fd: Int32, path: String) throws(Errno) {
+        try hooked(.sync(path: path)) { Glibc.fsync(fd) }
+    }
+
+    /// `fsync`s a directory, so that a rename or a creation in it survives a crash.
+    static func syncDirectory(_ path: String) throws(Errno) {
+        let fd = try open(path, O_RDONLY | O_DIRECTORY)
+        defer { close(fd) }
+        try hooked(.syncDirectory(path: path)) { Glibc.fsync(fd) }
+    }
+
+    static func rename(_ from: String, to: String) throws(Errno) {
+        try hooked(.rename(from: from, to: to)) { Glibc.rename(from, to) }
+    }
+
+    static func unlink(_ path: String) throws(Errno) {
+        try hooked(.unlink(path: path)) { Glibc.unlink(path) }
+    }
+
+    static func chmod(_ fd: Int32, _ mode: UInt32) throws(Errno) {
+        try retrying { Glibc.fchmod(fd, mode_t(mode)) }
+    }
+
+    static func chown(_ fd: Int32, owner: UInt32, group: UInt32) throws(Errno) {
+        try retrying { Glibc.fchown(fd, uid_t(owner), gid_t(group)) }
+    }
+
+    /// Creates one directory; `false` if something already exists at `path`.
+    static func makeDirectory(_ path: String, mode: UInt32 = 0o700) throws(Errno) -> Bool {
+        do {
+            try hooked(.makeDirectory(path: path)) { Glibc.mkdir(path, mode_t(mode)) }
+            return true
+        } catch .fileExists {
+            return false
+        }
+    }
+
+    // MARK: Locks
+
+    /// Takes a `flock` lock, or returns `false` at once if another descriptor holds a conflicting one.
+    static func tryLock(_ fd: Int32, exclusive: Bool) throws(Errno) -> Bool {
+        do {
+            try retrying { cFlock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) }
+            return true
+        } catch .wouldBlock {
+            return false
+        }
+    }
+
+    /// Takes a `flock` lock, waiting as long as it takes. Call it off the cooperative pool.
+    static func lock(_ fd: Int32, exclusive: Bool) throws(Errno) {
+        try retrying { cFlock(fd, exclusive ? LOCK_EX : LOCK_SH) }
+    }
+
+    static func unlock(_ fd: Int32) throws(Errno) {
+        try retrying { cFlock(fd, LOCK_UN) }
+    }
+
+    // MARK: Hooks
+
+    @discardableResult
+    private static func hooked<Result: FixedWidthInteger>(
+        _ operation: FileOperation, _ body: () -> Result
+    ) throws(Errno) -> Result {
+        try FileOperationHooks.before(operation)
+        let result = try retrying(body)
+        FileOperationHooks.after(operation)
+        return result
+    }
+}
