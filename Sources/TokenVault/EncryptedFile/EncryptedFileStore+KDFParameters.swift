@@ -1,3 +1,4 @@
+// Owns: the Argon2id cost presets of the encrypted file backend.
 extension EncryptedFileStore {
     /// The cost of Argon2id (`crypto_pwhash`, ALG_ARGON2ID13) for a passphrase vault.
     ///

@@ -1,3 +1,4 @@
+// Owns: the options an encrypted vault file is opened with.
 extension EncryptedFileStore {
     /// How to open an encrypted vault file.
     public struct Options: Sendable {

@@ -1,3 +1,5 @@
+// Owns: the public encrypted-file store: the CredentialStore API, its serial queue, and the
+// hand-off to VaultFile. No file I/O here.
 public import Foundation
 public import Logging
 internal import Dispatch
@@ -78,10 +80,14 @@ public final class EncryptedFileStore: CredentialStore, @unchecked Sendable {
     // MARK: CredentialStore
 
     public func load(_ key: CredentialKey) async throws -> Data? {
-        if let current = try file.lookupIfFresh(key) { return current }
+        switch try file.lookupIfFresh(key) {
+        case .found(let secret): return secret
+        case .absent: return nil
+        case .stale: break
+        }
         let file = self.file
         try await onQueue { try file.refresh() }
-        return try file.lookup(key)
+        return try file.lookup(key).secret
     }
 
     public func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) async throws {
@@ -98,7 +104,7 @@ public final class EncryptedFileStore: CredentialStore, @unchecked Sendable {
                 "The secret for \(entry.key) is \(entry.secret.count) bytes; the encrypted file stores at most \(Self.maximumSecretSize) bytes per entry."
             )
         }
-        let changes = entries.map { VaultFile.Change.put($0.key, $0.secret) }
+        let changes = entries.map { RecordLog.Change.put($0.key, $0.secret) }
         let file = self.file
         _ = try await onQueue { try file.write(changes) }
     }

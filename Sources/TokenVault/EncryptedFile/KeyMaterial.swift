@@ -1,3 +1,4 @@
+// Owns: reading key files and passphrase files into secure memory, and their checks.
 #if canImport(Glibc)
 internal import Glibc
 #endif

@@ -1,3 +1,4 @@
+// Owns: the record frame and plaintext layout (encode, decode, associated data).
 /// One record of the log as kept in memory: its whole frame, still sealed, and its sequence number.
 ///
 /// A frame on disk is

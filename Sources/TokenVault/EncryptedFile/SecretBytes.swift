@@ -1,3 +1,4 @@
+// Owns: the public secure-memory byte container (sodium_malloc, wiped when freed).
 internal import CSodium
 
 /// Key material and other secrets, kept in memory that libsodium guards.

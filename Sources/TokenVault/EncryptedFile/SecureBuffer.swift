@@ -1,3 +1,4 @@
+// Owns: reusable secure scratch memory for plaintext, wiped after every use.
 internal import CSodium
 
 /// A growable scratch buffer in `sodium_malloc` memory, for plaintext that exists only briefly:

@@ -1,3 +1,4 @@
+// Owns: the libsodium calls of the library (init, AEAD, KDF, Argon2id, hashing, encoding).
 internal import CSodium
 
 /// libsodium, reached only through here: initialisation, randomness, BLAKE2b, subkeys, Argon2id

@@ -1,3 +1,4 @@
+// Owns: the vault header (build, parse, verify) and the keys derived for it.
 /// The fixed 168-byte header of a version-1 vault file. See the FileFormat article.
 ///
 /// ```
@@ -168,7 +169,7 @@ struct VaultHeader: Equatable {
 }
 
 /// The master key and the subkeys derived from it with `crypto_kdf_derive_from_key`.
-final class VaultKeys {
+final class VaultKeys: Sendable {
     enum Purpose: UInt64 {
         case record = 1
         case keyCheck = 2

@@ -1,0 +1,120 @@
+// The pure log layer on byte arrays: no file, no lock. Round trips, batch atomicity, a torn
+// tail cut at every byte, zero fill, and tampering anywhere in a record.
+import Foundation
+import Testing
+@testable import TokenVault
+
+@Suite struct RecordLogTests {
+    typealias S = FileTestSupport
+
+    /// A fresh log with a random key-file key.
+    static func makeLog() throws -> RecordLog {
+        try Sodium.ensureInitialized()
+        let header = VaultHeader.new(kind: .keyFile, kdf: nil, salt: Sodium.randomBytes(Sodium.saltBytes))
+        return RecordLog(name: "test.vault", header: header, keys: try VaultKeys(master: try SecretBytes.random(count: 32)))
+    }
+
+    /// Seals and appends `changes` as one batch; returns its bytes.
+    static func append(_ changes: [RecordLog.Change], to log: inout RecordLog, scratch: SecureBuffer) throws -> [UInt8] {
+        let batch = try log.seal(log.plan(changes).effective, scratch: scratch)
+        log.append(batch)
+        return batch.bytes
+    }
+
+    /// A log with three batches and its bytes (after the header).
+    static func sample() throws -> (RecordLog, [UInt8], scratch: SecureBuffer) {
+        var log = try makeLog()
+        let scratch = try SecureBuffer()
+        var bytes: [UInt8] = []
+        bytes += try append([.put(S.key("a"), Data("one".utf8))], to: &log, scratch: scratch)
+        bytes += try append([.put(S.key("b"), Data("two".utf8)), .put(S.key("c"), Data("three".utf8))], to: &log, scratch: scratch)
+        bytes += try append([.delete(S.key("a")), .put(S.key("b"), Data("two again".utf8))], to: &log, scratch: scratch)
+        return (log, bytes, scratch)
+    }
+
+    /// A log with the sample's keys and header, but nothing ingested.
+    static func empty(like log: RecordLog) -> RecordLog {
+        RecordLog(name: log.name, header: log.header, keys: log.keys)
+    }
+
+    @Test func roundTrip() throws {
+        let (written, bytes, scratch) = try Self.sample()
+        var read = Self.empty(like: written)
+        #expect(try read.ingest(bytes, scratch: scratch) == 0)
+        #expect(read.keys(service: nil) == [S.key("b"), S.key("c")])
+        #expect(try read.lookup(S.key("b"), scratch: scratch) == .found(Data("two again".utf8)))
+        #expect(try read.lookup(S.key("a"), scratch: scratch) == .absent)
+        #expect(read.recordCount == 5 && read.validEnd == written.validEnd && read.liveBytes == written.liveBytes)
+        #expect(!read.hasTornTail)
+    }
+
+    /// Every cut of the last batch leaves the first two batches, flagged as torn; never an error.
+    @Test func tornTailAtEveryByte() throws {
+        let (written, bytes, scratch) = try Self.sample()
+        var twoBatches = Self.empty(like: written)
+        // The end of the second batch: ingest batch by batch to find it.
+        var probe = Self.empty(like: written)
+        var boundaries: [Int] = []
+        for cut in 1...bytes.count {
+            probe = Self.empty(like: written)
+            if try probe.ingest(Array(bytes[..<cut]), scratch: scratch) == 0 { boundaries.append(cut) }
+        }
+        #expect(boundaries.count == 3)
+        let second = boundaries[1]
+        _ = try twoBatches.ingest(Array(bytes[..<second]), scratch: scratch)
+        for cut in (second + 1)..<bytes.count {
+            var log = Self.empty(like: written)
+            let torn = try log.ingest(Array(bytes[..<cut]), scratch: scratch)
+            #expect(torn == cut - second && log.hasTornTail, "cut at \(cut)")
+            #expect(log.keys(service: nil) == twoBatches.keys(service: nil), "cut at \(cut)")
+            #expect(try log.lookup(S.key("a"), scratch: scratch) == .found(Data("one".utf8)), "cut at \(cut)")
+        }
+    }
+
+    @Test func zeroFillIsATornTail() throws {
+        let (written, bytes, scratch) = try Self.sample()
+        var log = Self.empty(like: written)
+        #expect(try log.ingest(bytes + [UInt8](repeating: 0, count: 4096), scratch: scratch) == 4096)
+        #expect(log.hasTornTail && log.validEnd == written.validEnd)
+    }
+
+    /// A flipped byte anywhere before the last record is an integrity failure, never a silent skip.
+    @Test func tamperAnywhereIsRefused() throws {
+        let (written, bytes, scratch) = try Self.sample()
+        var lastRecordStart = 0
+        var position = 0
+        while position < bytes.count {
+            lastRecordStart = position
+            let length = Int(UInt32(bytes[position]) | UInt32(bytes[position + 1]) << 8 | UInt32(bytes[position + 2]) << 16)
+            position += SealedRecord.frameHeaderLength + length
+        }
+        for index in 0..<lastRecordStart {
+            var tampered = bytes
+            tampered[index] ^= 0x01
+            var log = Self.empty(like: written)
+            do {
+                _ = try log.ingest(tampered, scratch: scratch)
+                Issue.record("a flip at \(index) was accepted")
+            } catch let error as VaultError {
+                #expect(error.code == .integrityFailure, "flip at \(index)")
+            }
+        }
+    }
+
+    /// A record from another vault (another file id) does not authenticate here.
+    @Test func recordsAreBoundToTheirFile() throws {
+        let (written, bytes, scratch) = try Self.sample()
+        var other = RecordLog(name: "other", header: written.header.withNewFileID(), keys: written.keys)
+        #expect(throws: VaultError.self) { _ = try other.ingest(bytes + bytes, scratch: scratch) }
+    }
+
+    @Test func resealKeepsOnlyLiveEntries() throws {
+        let (written, _, scratch) = try Self.sample()
+        let (bytes, log) = try written.resealed(
+            header: written.header.withNewFileID(), keys: written.keys, readScratch: scratch, writeScratch: try SecureBuffer())
+        var read = Self.empty(like: log)
+        #expect(try read.ingest(Array(bytes[VaultHeader.length...]), scratch: scratch) == 0)
+        #expect(read.recordCount == 2 && read.deadBytes == 0)
+        #expect(try read.lookup(S.key("c"), scratch: scratch) == .found(Data("three".utf8)))
+    }
+}
