@@ -20,6 +20,10 @@ extension EncryptedFileStore {
         /// Compaction runs when dead records outweigh live ones and amount to at least this many
         /// bytes. Default: 64 KiB.
         public var compactionMinimumDeadBytes: Int
+        /// The longest an operation waits for the vault's lock file (`<vault>.lock`) while another
+        /// process holds it. Past it, the operation fails with `timeout`, naming the lock file and,
+        /// where `/proc/locks` tells, the PID of the holder. Default: 10 seconds.
+        public var lockTimeout: Duration
 
         public init(
             allowInsecurePermissions: Bool = false,
@@ -27,7 +31,8 @@ extension EncryptedFileStore {
             kdf: KDFParameters = .moderate,
             maximumKDFMemoryLimit: UInt64 = 1 << 30,
             maximumKDFOpsLimit: UInt64 = 32,
-            compactionMinimumDeadBytes: Int = 64 * 1024
+            compactionMinimumDeadBytes: Int = 64 * 1024,
+            lockTimeout: Duration = .seconds(10)
         ) {
             self.allowInsecurePermissions = allowInsecurePermissions
             self.createIfMissing = createIfMissing
@@ -35,6 +40,7 @@ extension EncryptedFileStore {
             self.maximumKDFMemoryLimit = maximumKDFMemoryLimit
             self.maximumKDFOpsLimit = maximumKDFOpsLimit
             self.compactionMinimumDeadBytes = compactionMinimumDeadBytes
+            self.lockTimeout = lockTimeout
         }
     }
 }

@@ -45,21 +45,31 @@ enum KeyMaterial {
         }
     }
 
-    /// Reads a whole key or passphrase file (a regular file, or a pipe such as `<(…)`) into secure memory.
+    /// Reads a whole key or passphrase file into secure memory. It must be a regular file owned
+    /// by this user (a FIFO, even `<(…)`, is refused rather than waited on).
     static func readFile(_ path: String, what: String, allowInsecurePermissions: Bool) throws -> SecretBytes {
-        let fd = try fileCall("open", path) { try SystemCall.open(path, O_RDONLY) }
+        // O_NONBLOCK: a FIFO is refused below instead of waiting for a writer that never comes.
+        let fd = try fileCall("open", path) { try SystemCall.open(path, O_RDONLY | O_NONBLOCK) }
         defer { SystemCall.close(fd) }
         let status = try fileCall("inspect", path) { try SystemCall.fstat(fd) }
-        if status.isRegularFile {
-            if status.groupOrOtherBits != 0 && !allowInsecurePermissions {
-                throw VaultError(
-                    .insecurePermissions,
-                    "The \(what) \(path) can be read or written by group or others (mode \(octal(status.permissionBits))). Run `chmod 600 \(path)`, or accept it explicitly: --allow-insecure-permissions or TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1 for the vault command, allowInsecurePermissions in the library."
-                )
-            }
-            guard status.size <= Int64(maximumFileSize) else {
-                throw VaultError(.invalidInput, "The \(what) \(path) is larger than \(maximumFileSize / 1024) KiB; it is not a \(what).")
-            }
+        guard status.isRegularFile else {
+            throw VaultError(
+                .invalidInput, "The \(what) \(path) is not a regular file (it is a FIFO, a device or a directory); give the path of a file.")
+        }
+        guard status.isOwnedByCaller else {
+            throw VaultError(
+                .insecurePermissions,
+                "The \(what) \(path) belongs to another user (uid \(status.owner)); it must be owned by the user who opens the vault. Nothing was read."
+            )
+        }
+        if status.groupOrOtherBits != 0 && !allowInsecurePermissions {
+            throw VaultError(
+                .insecurePermissions,
+                "The \(what) \(path) can be read or written by group or others (mode \(octal(status.permissionBits))). Run `chmod 600 \(path)`, or accept it explicitly: --allow-insecure-permissions or TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1 for the vault command, allowInsecurePermissions in the library."
+            )
+        }
+        guard status.size <= Int64(maximumFileSize) else {
+            throw VaultError(.invalidInput, "The \(what) \(path) is larger than \(maximumFileSize / 1024) KiB; it is not a \(what).")
         }
         let scratch = try SecureBuffer(capacity: maximumFileSize + 1)
         return try scratch.withBytes(count: maximumFileSize + 1) { buffer in
@@ -75,6 +85,23 @@ enum KeyMaterial {
                 throw VaultError(.invalidInput, "The \(what) \(path) is larger than \(maximumFileSize / 1024) KiB; it is not a \(what).")
             }
             return try SecretBytes(copyingSecure: UnsafeRawBufferPointer(rebasing: buffer[..<total]))
+        }
+    }
+
+    /// The fewest characters a passphrase for a new vault (or a rekey) may have. Existing vaults
+    /// with shorter passphrases still open.
+    static let minimumPassphraseLength = 8
+
+    /// Refuses a passphrase shorter than ``minimumPassphraseLength`` characters (Unicode scalars
+    /// of its UTF-8, counted without decoding it out of secure memory). A key passes.
+    static func checkNewPassphrase(_ secret: Secret) throws {
+        guard case .passphrase(let passphrase) = secret else { return }
+        let characters = passphrase.withUnsafeBytes { bytes in bytes.reduce(0) { $0 + ($1 & 0xC0 == 0x80 ? 0 : 1) } }
+        guard characters >= minimumPassphraseLength else {
+            throw VaultError(
+                .invalidInput,
+                "A passphrase for a new vault must be at least \(minimumPassphraseLength) characters long; this one is shorter. Nothing was created."
+            )
         }
     }
 

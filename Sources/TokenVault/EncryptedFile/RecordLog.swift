@@ -122,6 +122,11 @@ struct RecordLog {
         try bytes.withUnsafeBytes { try ingest($0, scratch: scratch) }
     }
 
+    /// Flags bytes after the ingested ones that were not read (a sparse tail) as a torn tail.
+    mutating func markTornTail() {
+        hasTornTail = true
+    }
+
     private mutating func apply(_ record: SealedRecord.Opened, _ sealed: SealedRecord) {
         let old = index[record.key]
         if let old { liveBytes -= Int64(old.frame.count) }

@@ -10,29 +10,94 @@ internal import Glibc
 #endif
 
 /// The `<vault>.lock` file. Writers hold its `flock` exclusively, readers shared.
+///
+/// It is opened `O_NOFOLLOW` (a symbolic link is refused, never followed to create a file
+/// elsewhere) and must be a regular file owned by this user. Every wait for it is bounded.
+/// In a directory where it does not exist and cannot be created (a read-only mount), there is
+/// no lock file: the vault can then be read, without a lock, but not changed.
 final class LockFile: Sendable {
     let path: String
-    private let fd: Int32
+    private let fd: Int32?
+    private let timeout: Duration
 
-    /// Opens (creating it `0600` if need be) the lock file. When it exists but may not be
-    /// written, it is opened for reading: `flock` needs no more.
-    init(path: String) throws {
+    init(path: String, timeout: Duration) throws {
         self.path = path
+        self.timeout = timeout
+        let flags = O_NOFOLLOW | O_NONBLOCK
+        let opened: Int32?
         do {
-            fd = try VaultIO.open(path, flags: O_RDWR | O_CREAT, mode: 0o600)
-        } catch let error as VaultError where error.code == .permissionDenied {
-            guard let fd = try VaultIO.openIfExists(path, flags: O_RDONLY) else { throw error }
-            self.fd = fd
+            opened = try SystemCall.open(path, O_RDWR | O_CREAT | flags, mode: 0o600)
+        } catch let errno where errno.isPermission {
+            // Not writable here: an existing lock file can still be locked through a read-only descriptor.
+            do {
+                opened = try SystemCall.openIfExists(path, O_RDONLY | flags)
+            } catch {
+                throw Self.error(error, "open", path)
+            }
+        } catch {
+            throw Self.error(error, "open", path)
+        }
+        fd = opened
+        guard let fd = opened else { return }
+        let status: SystemCall.FileStatus
+        do {
+            status = try SystemCall.fstat(fd)
+        } catch {
+            VaultIO.close(fd)
+            throw Self.error(error, "inspect", path)
+        }
+        guard status.isRegularFile, status.isOwnedByCaller else {
+            VaultIO.close(fd)
+            throw VaultError(
+                .insecurePermissions,
+                "The vault lock file \(path) is not a regular file owned by this user (owner uid \(status.owner)); remove it.")
         }
     }
 
-    deinit { VaultIO.close(fd) }
+    private static func error(_ errno: Errno, _ operation: String, _ path: String) -> VaultError {
+        if errno == .tooManySymbolicLinks {
+            return VaultError(
+                .insecurePermissions, "The vault lock file \(path) is a symbolic link; remove it.", underlying: errno)
+        }
+        return VaultError.system(errno, operation, path)
+    }
 
+    deinit {
+        if let fd { VaultIO.close(fd) }
+    }
+
+    /// Takes the lock, waiting at most `timeout` (``EncryptedFileStore/Options/lockTimeout``).
+    /// Blocks the calling thread: call it on the store's queue.
     func lock(exclusive: Bool) throws {
-        try VaultIO.lock(fd, exclusive: exclusive, path: path)
+        guard let fd else {
+            guard !exclusive else {
+                throw VaultError(
+                    .permissionDenied,
+                    "The vault lock file \(path) does not exist and cannot be created (the directory is read-only), so the vault can be read but not changed; nothing was written."
+                )
+            }
+            return
+        }
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: timeout)
+        var pause = Duration.milliseconds(1)
+        while try !withErrnoMapped("lock", path, { try SystemCall.tryLock(fd, exclusive: exclusive) }) {
+            let now = clock.now
+            guard now < deadline else {
+                throw VaultError(
+                    .timeout,
+                    "Another process\(holder(fd).map { " (PID \($0))" } ?? "") held the vault lock \(path) for longer than \(timeout.formatted()); gave up waiting. Nothing was changed."
+                )
+            }
+            let sleep = min(pause, deadline - now)
+            let (seconds, attoseconds) = sleep.components
+            Thread.sleep(forTimeInterval: Double(seconds) + Double(attoseconds) / 1e18)
+            pause = min(pause * 2, .milliseconds(50))
+        }
     }
 
     func unlock() throws {
+        guard let fd else { return }
         try VaultIO.unlock(fd, path: path)
     }
 
@@ -48,6 +113,24 @@ final class LockFile: Sendable {
         }
         return try body()
     }
+
+    /// The PID of a process holding an `flock` on the file of `fd`, from `/proc/locks`; `nil`
+    /// when it cannot be told (no `/proc`, or the holder is in another PID namespace).
+    private func holder(_ fd: Int32) -> Int? {
+        guard let status = try? SystemCall.fstat(fd),  // only for the message
+            let table = try? String(contentsOfFile: "/proc/locks", encoding: .utf8)  // only for the message
+        else { return nil }
+        let major = ((status.device >> 8) & 0xfff) | ((status.device >> 32) & ~0xfff)
+        let minor = (status.device & 0xff) | ((status.device >> 12) & ~0xff)
+        let file = String(format: "%02x:%02x:%llu", major, minor, status.inode)
+        for line in table.split(separator: "\n") where !line.contains("->") {
+            // "1: FLOCK  ADVISORY  WRITE 12345 08:01:123456 0 EOF"
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 6, fields[1] == "FLOCK", fields[5] == file, let pid = Int(fields[4]), pid > 0 else { continue }
+            return pid
+        }
+        return nil
+    }
 }
 
 enum VaultDisk {
@@ -58,13 +141,40 @@ enum VaultDisk {
         var bytes: [UInt8]
     }
 
+    /// The canonical path of the vault at `path`: every symbolic link, `.` and `..` resolved,
+    /// so that every name of one vault takes the same lock and a rewrite replaces the real file,
+    /// not a link to it. Refuses a dangling symbolic link (never creates through one) and
+    /// anything at `path` that is not a regular file, before any lock file is made for it.
+    static func canonicalPath(_ path: String) throws -> String {
+        let resolved: String
+        if let entry = try VaultIO.lstat(path) {
+            if entry.isSymbolicLink, try VaultIO.stat(path) == nil {
+                throw VaultError(
+                    .insecurePermissions,
+                    "The vault path \(path) is a symbolic link to a file that does not exist; a vault is never created through a link. Remove the link or point to the vault's real path."
+                )
+            }
+            resolved = try withErrnoMapped("resolve", path) { try SystemCall.realPath(path) }
+        } else {
+            let directory = AtomicFile.parentDirectory(of: path)
+            let name = String(path.split(separator: "/").last ?? "")
+            guard try VaultIO.stat(directory) != nil, !name.isEmpty, name != ".", name != ".." else { return path }
+            let base = try withErrnoMapped("resolve", directory) { try SystemCall.realPath(directory) }
+            resolved = (base == "/" ? "" : base) + "/" + name
+        }
+        if let status = try VaultIO.stat(resolved), !status.isRegularFile {
+            throw VaultError(.notAVault, "\(path) is not a regular file, so it is not a vault file.")
+        }
+        return resolved
+    }
+
     /// Opens the vault file for reading and writing, or, when this process may not write it,
     /// for reading only. `nil` if it does not exist.
     static func open(_ path: String) throws -> (fd: Int32, writable: Bool)? {
         do {
-            return try VaultIO.openIfExists(path, flags: O_RDWR).map { ($0, true) }
+            return try VaultIO.openIfExists(path, flags: O_RDWR | O_NONBLOCK).map { ($0, true) }
         } catch let error as VaultError where error.code == .permissionDenied {
-            guard let fd = try VaultIO.openIfExists(path, flags: O_RDONLY) else { return nil }
+            guard let fd = try VaultIO.openIfExists(path, flags: O_RDONLY | O_NONBLOCK) else { return nil }
             return (fd, false)
         }
     }
@@ -81,14 +191,29 @@ enum VaultDisk {
                 "The vault file \(path) can be read or written by group or others (mode \(KeyMaterial.octal(status.permissionBits))). Run `chmod 600 \(path)`, or accept it explicitly: --allow-insecure-permissions or TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1 for the vault command, allowInsecurePermissions in the library."
             )
         }
-        let bytes = try VaultIO.read(fd, at: 0, count: Int(status.size), path: path)
+        guard status.isOwnedByCaller else {
+            throw VaultError(
+                .insecurePermissions,
+                "The vault file \(path) belongs to another user (uid \(status.owner)); a vault must be owned by the user who opens it. Nothing was read."
+            )
+        }
+        guard status.linkCount == 1 else {
+            throw VaultError(
+                .insecurePermissions,
+                "The vault file \(path) has \(status.linkCount) hard links. A vault reached by several names would take different locks and be replaced under one name only, so it is refused; remove the other links (find / -samefile \(path))."
+            )
+        }
+        let end = SystemCall.endOfData(fd, from: 0, size: status.size)
+        let bytes = try VaultIO.read(fd, at: 0, count: Int(end), path: path)
         let header = try VaultHeader.parse(bytes, fileSize: status.size, path: path)
         return Snapshot(status: status, header: header, bytes: bytes)
     }
 
-    /// The bytes of the file from `offset` to `size`.
+    /// The bytes of the file from `offset` to `size`, without a sparse tail (a hole to the end
+    /// of the file reads as zeros, which is a torn tail: it is not read, however large).
     static func readTail(fd: Int32, from offset: Int64, to size: Int64, path: String) throws -> [UInt8] {
-        try VaultIO.read(fd, at: offset, count: Int(size - offset), path: path)
+        let end = SystemCall.endOfData(fd, from: offset, size: size)
+        return try VaultIO.read(fd, at: offset, count: Int(end - offset), path: path)
     }
 
     /// Writes `bytes` at `offset` (first cutting off a torn tail there, if any) and makes them

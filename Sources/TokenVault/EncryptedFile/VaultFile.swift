@@ -55,8 +55,6 @@ final class VaultFile: Sendable {
         try Sodium.ensureInitialized()
         Sodium.checkSizes()
         guard !path.isEmpty else { throw VaultError(.invalidInput, "The vault file path is empty.") }
-        self.path = path
-        self.lockPath = path + ".lock"
         self.options = options
         self.logger = logger
         queueOnly = try QueueOnly()
@@ -71,11 +69,19 @@ final class VaultFile: Sendable {
             }
             try AtomicFile.makeDirectories(directory)
         }
+        // Every name of one vault (a symbolic link, a relative path) takes the same lock and
+        // replaces the same file; a hard link is refused when the file is read.
+        let path = try VaultDisk.canonicalPath(path)
+        self.path = path
+        self.lockPath = path + ".lock"
+        if try VaultIO.stat(path) == nil, options.createIfMissing {
+            try KeyMaterial.checkNewPassphrase(secret)
+        }
         // Not even a lock file is left behind when the vault may not be created and is missing.
         if !options.createIfMissing, try VaultIO.stat(path) == nil {
             throw VaultError(.backendUnavailable, "There is no vault file at \(path), and creating one was not allowed.")
         }
-        let lockFile = try LockFile(path: lockPath)
+        let lockFile = try LockFile(path: lockPath, timeout: options.lockTimeout)
         try lockFile.lock(exclusive: false)
         var opened = try VaultDisk.open(path)
         // Keys derived while creating the vault, so that the KDF runs once, not twice.
@@ -84,6 +90,7 @@ final class VaultFile: Sendable {
             guard options.createIfMissing else {
                 throw VaultError(.backendUnavailable, "There is no vault file at \(path), and creating one was not allowed.")
             }
+            try KeyMaterial.checkNewPassphrase(secret)
             // Run the KDF before taking the exclusive lock, so other processes are not held up.
             try lockFile.unlock()
             let header = VaultHeader.new(kind: secret.kind, kdf: options.kdf, salt: Sodium.randomBytes(Sodium.saltBytes))
@@ -119,12 +126,13 @@ final class VaultFile: Sendable {
 
         var log = RecordLog(name: path, header: header, keys: keys)
         let torn = try snapshot.bytes[VaultHeader.length...].withUnsafeBytes { try log.ingest($0, scratch: readScratch) }
+        if snapshot.bytes.count < snapshot.status.size { log.markTornTail() }
         Self.noteTornTail(torn, log: log, logger: logger)
         self.lockFile = lockFile
         state = Mutex(
             State(
                 fd: fd, writable: writable, identity: (snapshot.status.device, snapshot.status.inode),
-                observedSize: Int64(snapshot.bytes.count), log: log, readScratch: readScratch))
+                observedSize: snapshot.status.size, log: log, readScratch: readScratch))
         fdOwned = false
         logger.debug(
             "opened encrypted vault file",
@@ -142,7 +150,7 @@ final class VaultFile: Sendable {
         guard header.memLimit <= options.maximumKDFMemoryLimit else {
             throw VaultError(
                 .invalidInput,
-                "The vault file \(path) asks Argon2id for \(header.memLimit / 1_048_576) MiB of memory, more than the \(options.maximumKDFMemoryLimit / 1_048_576) MiB this process allows (Options.maximumKDFMemoryLimit)."
+                "The vault file \(path) asks Argon2id for \(Self.memory(header.memLimit)) of memory, more than the \(Self.memory(options.maximumKDFMemoryLimit)) this process allows (Options.maximumKDFMemoryLimit)."
             )
         }
         guard header.opsLimit <= options.maximumKDFOpsLimit else {
@@ -151,6 +159,11 @@ final class VaultFile: Sendable {
                 "The vault file \(path) asks Argon2id for \(header.opsLimit) passes, more than the \(options.maximumKDFOpsLimit) this process allows (Options.maximumKDFOpsLimit)."
             )
         }
+    }
+
+    /// `n MiB`, or the exact bytes when that would round (so two different limits never read alike).
+    static func memory(_ bytes: UInt64) -> String {
+        bytes % 1_048_576 == 0 ? "\(bytes / 1_048_576) MiB" : "\(bytes) bytes"
     }
 
     private static func noteTornTail(_ bytes: Int, log: RecordLog, logger: Logger) {
@@ -195,8 +208,9 @@ final class VaultFile: Sendable {
         let readFrom = state.log.validEnd
         let bytes = try VaultDisk.readTail(fd: state.fd, from: readFrom, to: status.size, path: path)
         let torn = try state.log.ingest(bytes, scratch: state.readScratch)
+        if readFrom + Int64(bytes.count) < status.size { state.log.markTornTail() }
         Self.noteTornTail(torn, log: state.log, logger: logger)
-        state.observedSize = readFrom + Int64(bytes.count)
+        state.observedSize = status.size
     }
 
     /// Reopens `path` after another process compacted or rekeyed it, and rebuilds the index.
@@ -217,6 +231,7 @@ final class VaultFile: Sendable {
         try VaultHeader.verify(loaded.bytes, keys: keys, header: loaded.header, path: path)
         var log = RecordLog(name: path, header: loaded.header, keys: keys)
         let torn = try loaded.bytes[VaultHeader.length...].withUnsafeBytes { try log.ingest($0, scratch: state.readScratch) }
+        if loaded.bytes.count < loaded.status.size { log.markTornTail() }
         Self.noteTornTail(torn, log: log, logger: logger)
         VaultIO.close(state.fd)
         owned = false
@@ -224,7 +239,7 @@ final class VaultFile: Sendable {
         state.writable = newWritable
         state.identity = (loaded.status.device, loaded.status.inode)
         state.log = log
-        state.observedSize = Int64(loaded.bytes.count)
+        state.observedSize = loaded.status.size
         logger.debug("reloaded the vault file after another process replaced it", metadata: ["path": "\(path)"])
     }
 
@@ -332,6 +347,7 @@ final class VaultFile: Sendable {
     func rekey(to source: VaultConfiguration.KeySource, kdf: EncryptedFileStore.KDFParameters) throws {
         try requireWritable()
         let secret = try KeyMaterial.load(source, allowInsecurePermissions: options.allowInsecurePermissions)
+        try KeyMaterial.checkNewPassphrase(secret)
         let newHeader = VaultHeader.new(kind: secret.kind, kdf: kdf, salt: Sodium.randomBytes(Sodium.saltBytes))
         let newKeys = try VaultKeys.derive(from: secret, header: newHeader, path: path)
         try lockFile.withLock(exclusive: true, logger: logger) {

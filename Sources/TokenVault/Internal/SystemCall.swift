@@ -14,6 +14,9 @@ internal import Darwin
 private typealias CStat = stat
 private func cStat(_ path: String, _ buffer: inout CStat) -> Int32 { stat(path, &buffer) }
 private func cLstat(_ path: String, _ buffer: inout CStat) -> Int32 { lstat(path, &buffer) }
+/// Linux's `seekData` and `seekHole` (glibc declares them only under `_GNU_SOURCE`).
+private let seekData: Int32 = 3
+private let seekHole: Int32 = 4
 private func cFlock(_ fd: Int32, _ operation: Int32) -> Int32 { flock(fd, operation) }
 
 /// The one thin layer over POSIX (swift-system's `valueOrErrno` style, without the dependency).
@@ -155,6 +158,19 @@ package enum SystemCall {
         let n = try result.get()
         if n < count { bytes.removeLast(count - n) }
         return bytes
+    }
+
+    /// The end of the data worth reading in `[offset, size)`: `size`, or where a hole begins
+    /// that runs to the end of the file (a sparse tail, which reads as zeros). File systems
+    /// without `seekHole` report no holes.
+    static func endOfData(_ fd: Int32, from offset: Int64, size: Int64) -> Int64 {
+        var hole = Int64(Glibc.lseek(fd, off_t(offset), seekHole))
+        while hole >= 0 && hole < size {
+            let data = Int64(Glibc.lseek(fd, off_t(hole), seekData))
+            if data < 0 { return errno == ENXIO ? hole : size }  // ENXIO: only a hole follows
+            hole = Int64(Glibc.lseek(fd, off_t(data), seekHole))
+        }
+        return size
     }
 
     // MARK: Writing

@@ -115,7 +115,7 @@ import Glibc
     @Test func hugeKDFMemoryInHeaderIsRefused() async throws {
         let dir = try TemporaryDirectory()
         let vault = dir.file("vault")
-        let passphrase = try S.passphraseFile("pw", in: dir)
+        let passphrase = try S.passphraseFile("pw-longer-than-8", in: dir)
         _ = try await EncryptedFileStore.open(
             path: vault, keySource: .passphraseFile(passphrase), options: .init(kdf: .init(opsLimit: 1, memoryLimit: 64 << 20)))
         let error = await S.errorCode {
@@ -128,7 +128,7 @@ import Glibc
     @Test func tooManyKDFPassesInHeaderAreRefusedBeforeRunning() async throws {
         let dir = try TemporaryDirectory()
         let vault = dir.file("vault")
-        let passphrase = try S.passphraseFile("pw", in: dir)
+        let passphrase = try S.passphraseFile("pw-longer-than-8", in: dir)
         _ = try await EncryptedFileStore.open(
             path: vault, keySource: .passphraseFile(passphrase), options: .init(kdf: .init(opsLimit: 3, memoryLimit: 8 << 20)))
         let clock = ContinuousClock()
@@ -169,7 +169,7 @@ import Glibc
         let error = await S.errorCode { _ = try await S.open(vault, .keyFile(other)) }
         #expect(error?.code == .authenticationFailed)
         let passphraseError = await S.errorCode {
-            _ = try await S.open(vault, .passphraseFile(try S.passphraseFile("pw", in: dir)))
+            _ = try await S.open(vault, .passphraseFile(try S.passphraseFile("pw-longer-than-8", in: dir)))
         }
         #expect(passphraseError?.code == .authenticationFailed)
     }
@@ -279,7 +279,7 @@ import Glibc
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: key)
         let error = await S.errorCode { _ = try await S.open(dir.file("vault"), .keyFile(key)) }
         #expect(error?.code == .insecurePermissions)
-        let passphrase = try S.passphraseFile("pw", in: dir)
+        let passphrase = try S.passphraseFile("pw-longer-than-8", in: dir)
         try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: passphrase)
         let passphraseError = await S.errorCode { _ = try await S.open(dir.file("vault2"), .passphraseFile(passphrase)) }
         #expect(passphraseError?.code == .insecurePermissions)
