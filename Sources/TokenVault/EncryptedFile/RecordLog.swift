@@ -100,7 +100,9 @@ struct RecordLog {
                 SealedRecord.decodePlaintext(UnsafeRawBufferPointer($0))
             }
             guard let opened else {
-                if end == bytes.count { break }  // a last record that fails its tag: torn
+                // A last record that fails its tag, or one followed only by zeros (a write whose
+                // sectors past a point never reached the disk, though the size did): torn.
+                if end == bytes.count || bytes[end...].allSatisfy({ $0 == 0 }) { break }
                 throw damagedRecord(at: offset, "failed authentication")
             }
             guard let parsed = opened else { throw damagedRecord(at: offset, "is malformed") }

@@ -227,7 +227,11 @@ enum VaultDisk {
         }
         do {
             try VaultIO.pwriteAll(fd, bytes, at: offset, path: path)
-            try VaultIO.syncData(fd, path: path)
+            do {
+                try VaultIO.syncData(fd, path: path)
+            } catch let error as VaultError {
+                throw SyncFailed(error: error)
+            }
         } catch {
             // Readers would ignore a partial batch anyway, but a clean tail is better.
             do {
@@ -239,6 +243,13 @@ enum VaultDisk {
             }
             throw error
         }
+    }
+
+    /// An `fdatasync` of the vault failed. The kernel may have dropped the pages it covered and
+    /// marked them clean, so a later `fsync` can succeed without them (PostgreSQL's "fsyncgate"):
+    /// the descriptor is not to be trusted with more writes.
+    struct SyncFailed: Error {
+        var error: VaultError
     }
 
     /// Replaces the vault file with `bytes` atomically and opens the new file. The caller holds

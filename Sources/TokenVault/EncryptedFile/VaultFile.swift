@@ -32,6 +32,8 @@ final class VaultFile: Sendable {
         var observedSize: Int64
         var log: RecordLog
         let readScratch: SecureBuffer
+        /// An `fdatasync` failed: no later write may report success (see ``VaultDisk/SyncFailed``).
+        var poisoned = false
     }
 
     /// What only the store's serial queue touches.
@@ -173,9 +175,16 @@ final class VaultFile: Sendable {
             metadata: ["path": "\(log.name)", "offset": "\(log.validEnd)", "bytes": "\(bytes)"])
     }
 
-    /// Throws unless the vault file was opened for writing.
+    /// Throws unless the vault file was opened for writing and no flush of it has failed.
     private func requireWritable() throws {
-        guard state.withLock({ $0.writable }) else {
+        let (writable, poisoned) = state.withLock { ($0.writable, $0.poisoned) }
+        guard !poisoned else {
+            throw VaultError(
+                .io,
+                "An earlier flush to disk of the vault file \(path) failed, so what it covered may be lost even if a later flush succeeds; nothing was written. Open the vault again to go on."
+            )
+        }
+        guard writable else {
             throw VaultError(
                 .permissionDenied,
                 "The vault file \(path) is read-only for this process, so it can be read but not changed; nothing was written. Make it writable (chmod 600 \(path)) to change it."
@@ -301,8 +310,13 @@ final class VaultFile: Sendable {
             guard !effective.isEmpty else { return existed }
             try requireWritable()
             let batch = try log.seal(effective, scratch: queueOnly.writeScratch)
-            try VaultDisk.append(
-                batch.bytes, fd: fd, at: log.validEnd, cutTornTail: log.hasTornTail, path: path, logger: logger)
+            do {
+                try VaultDisk.append(
+                    batch.bytes, fd: fd, at: log.validEnd, cutTornTail: log.hasTornTail, path: path, logger: logger)
+            } catch let failure as VaultDisk.SyncFailed {
+                state.withLock { $0.poisoned = true }
+                throw failure.error
+            }
             state.withLock { state in
                 state.log.append(batch)
                 state.observedSize = state.log.validEnd

@@ -41,9 +41,10 @@ enum FileOperationHooks {
 
     static var isActive: Bool { active.load(ordering: .relaxed) > 0 }
 
-    /// Installs `hook` for every path below `directory` (an absolute path without a trailing `/`).
+    /// Installs `hook` for `directory` itself (its `fsync`) and every path below it (an absolute
+    /// path without a trailing `/`).
     static func install(_ hook: any FileOperationHook, below directory: String) {
-        installed.withLock { $0.append((directory + "/", hook)) }
+        installed.withLock { $0.append((directory, hook)) }
         active.add(1, ordering: .relaxed)
     }
 
@@ -59,7 +60,9 @@ enum FileOperationHooks {
     private static func hook(for operation: FileOperation) -> (any FileOperationHook)? {
         guard isActive else { return nil }
         return installed.withLock { list in
-            list.first { entry in operation.paths.contains { $0.hasPrefix(entry.directory) } }?.hook
+            list.first { entry in
+                operation.paths.contains { $0 == entry.directory || $0.hasPrefix(entry.directory + "/") }
+            }?.hook
         }
     }
 

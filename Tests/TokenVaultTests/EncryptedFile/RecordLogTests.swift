@@ -78,6 +78,20 @@ import Testing
         #expect(log.hasTornTail && log.validEnd == written.validEnd)
     }
 
+    /// A last batch whose sectors past some point are zeros (the size reached the disk, the
+    /// data did not) is a torn tail, not damage.
+    @Test func zeroedEndOfTheLastWriteIsATornTail() throws {
+        let (written, bytes, scratch) = try Self.sample()
+        // The last record's end, and a sector after it, never reached the disk: zeros.
+        var zeroed = bytes
+        for index in (bytes.count - 20)..<bytes.count { zeroed[index] = 0 }
+        zeroed += [UInt8](repeating: 0, count: 512)
+        var log = Self.empty(like: written)
+        let torn = try log.ingest(zeroed, scratch: scratch)
+        #expect(torn > 512 && log.hasTornTail)
+        #expect(log.recordCount == 3, "the first two batches stay")
+    }
+
     /// A flipped byte anywhere before the last record is an integrity failure, never a silent skip.
     @Test func tamperAnywhereIsRefused() throws {
         let (written, bytes, scratch) = try Self.sample()
