@@ -24,7 +24,7 @@ internal import Dispatch
 /// Loads decrypt one record on demand: the index in memory holds only sealed records, so
 /// plaintext secrets do not sit in memory. Blocking work (the KDF, locks, `fsync`) runs on a
 /// dedicated serial queue, never on Swift's cooperative thread pool.
-public final class EncryptedFileStore: CredentialStore, @unchecked Sendable {
+public final class EncryptedFileStore: CredentialStore, Sendable {
     /// The largest secret this backend stores (4 MiB); larger ones are refused with `tooLarge`.
     public static let maximumSecretSize = SealedRecord.maximumSecretSize
 

@@ -8,7 +8,7 @@ internal import CSodium
 /// ``withUnsafeBytes(_:)`` and compared in constant time. `description` shows only the length.
 ///
 /// A `SecretBytes` is immutable once built, so it is safe to share between tasks.
-public final class SecretBytes: @unchecked Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+public final class SecretBytes: @unchecked Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {  // a sodium_malloc pointer, immutable after init
     private let pointer: UnsafeMutableRawPointer?
     /// The number of secret bytes.
     public let count: Int

@@ -86,7 +86,7 @@ final class LockFile: Sendable {
             guard now < deadline else {
                 throw VaultError(
                     .timeout,
-                    "Another process\(holder(fd).map { " (PID \($0))" } ?? "") held the vault lock \(path) for longer than \(timeout.formatted()); gave up waiting. Nothing was changed."
+                    "Another process\(holder(fd).map { " (PID \($0))" } ?? "") held the vault lock \(path) for longer than \(Self.seconds(timeout)); gave up waiting. Nothing was changed."
                 )
             }
             let sleep = min(pause, deadline - now)
@@ -94,6 +94,13 @@ final class LockFile: Sendable {
             Thread.sleep(forTimeInterval: Double(seconds) + Double(attoseconds) / 1e18)
             pause = min(pause * 2, .milliseconds(50))
         }
+    }
+
+    /// "10 s", "0.3 s": a duration as people read it.
+    static func seconds(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        let value = Double(seconds) + Double(attoseconds) / 1e18
+        return value == value.rounded() ? "\(Int64(value)) s" : String(format: "%.1f s", value)
     }
 
     func unlock() throws {

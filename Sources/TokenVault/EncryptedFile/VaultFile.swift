@@ -145,29 +145,6 @@ final class VaultFile: Sendable {
         state.withLock { VaultIO.close($0.fd) }
     }
 
-    /// Refuses a header that asks Argon2id for more memory or time than `options` allow: its
-    /// checksum is unkeyed, so an edited header could ask for gigabytes or 2^32 passes.
-    private static func checkKDFCost(_ header: VaultHeader, options: EncryptedFileStore.Options, path: String) throws {
-        guard header.kind == .passphrase else { return }
-        guard header.memLimit <= options.maximumKDFMemoryLimit else {
-            throw VaultError(
-                .invalidInput,
-                "The vault file \(path) asks Argon2id for \(Self.memory(header.memLimit)) of memory, more than the \(Self.memory(options.maximumKDFMemoryLimit)) this process allows (Options.maximumKDFMemoryLimit)."
-            )
-        }
-        guard header.opsLimit <= options.maximumKDFOpsLimit else {
-            throw VaultError(
-                .invalidInput,
-                "The vault file \(path) asks Argon2id for \(header.opsLimit) passes, more than the \(options.maximumKDFOpsLimit) this process allows (Options.maximumKDFOpsLimit)."
-            )
-        }
-    }
-
-    /// `n MiB`, or the exact bytes when that would round (so two different limits never read alike).
-    static func memory(_ bytes: UInt64) -> String {
-        bytes % 1_048_576 == 0 ? "\(bytes / 1_048_576) MiB" : "\(bytes) bytes"
-    }
-
     private static func noteTornTail(_ bytes: Int, log: RecordLog, logger: Logger) {
         guard bytes > 0 else { return }
         logger.notice(

@@ -140,6 +140,7 @@ import Glibc
             #expect(error?.code == .timeout)
             #expect(error?.message.contains(vault + ".lock") == true)
             #expect(error?.message.contains("PID \(getpid())") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("longer than 0.3 s") == true, "\(error?.message ?? "")")
         }
     }
 
