@@ -40,6 +40,9 @@ struct PlistDocument {
         let root: Any
         do {
             root = try propertyList(from: bytes, format: &format)
+        } catch let refusal as PlistBudget.Refusal where refusal != .damaged {
+            throw VaultError(
+                .tooLarge, "\(path) was refused without being parsed: \(refusal.reason). It is not a defaults plist; nothing was changed.")
         } catch {
             // The parser's message may quote the file's contents, so it is not passed on.
             throw VaultError(.invalidInput, "\(path) is not a readable property list (it may be corrupt); nothing was changed.")
@@ -54,7 +57,8 @@ struct PlistDocument {
     }
 
     /// Parses a property list, as `PropertyListSerialization` does, but first refuses a binary
-    /// plist that holds a set or whose object table cannot be checked.
+    /// plist that holds a set or whose object table cannot be checked, and any plist that would
+    /// expand to more work than ``PlistBudget`` allows (thrown as a ``PlistBudget/Refusal``).
     ///
     /// Sets are not property-list types, but the binary format can encode them, and
     /// swift-corelibs-foundation crashes (a null pointer dereference while bridging the NSSet)
@@ -64,6 +68,7 @@ struct PlistDocument {
         guard binaryPlistIsFreeOfSets(data) else {
             throw VaultError(.invalidInput, "The data is a binary property list that holds a set or is damaged.")
         }
+        try PlistBudget.check(data)
         return try PropertyListSerialization.propertyList(from: data, options: [], format: &format)
     }
 
