@@ -272,6 +272,9 @@ struct TokenDetector {
                 "Found \(groups.count) separate tokens (\(described.joined(separator: "; "))). Migrate one at a time: name its keys with --key and its entry with --service/--account."
             )
         }
+        for group in groups {
+            try group.token.validateCharacters(source: "The token in \(group.keys.map { "'\($0)'" }.joined(separator: " + ")): its")
+        }
         let used = Set(items.map(\.key))
         let untouched = dictionary.keys.filter { !used.contains($0) }.sorted()
         return Result(groups: groups, items: items.sorted { $0.key < $1.key }, untouchedKeys: untouched)

@@ -48,9 +48,13 @@ extension OAuthToken: Codable {
                 .map(Date.init(timeIntervalSince1970:)),
             additionalFields: try container.decodeIfPresent([String: JSONValue].self, forKey: .additionalFields) ?? [:]
         )
+        // Stored data is checked as a response is: a control character read back from a store
+        // (written by an older release, or by another program) is never handed out.
+        try validateCharacters(source: "The stored token's")
     }
 
     public func encode(to encoder: any Encoder) throws {
+        try validateCharacters(source: "The token's")
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(Self.storedFormatVersion, forKey: .version)
         try container.encode(accessToken, forKey: .accessToken)
@@ -82,8 +86,10 @@ extension OAuthToken: Codable {
     }
 
     /// Reads a token from its stored form.
-    /// - Throws: ``VaultError`` with code `unsupportedVersion` for a newer format, or
-    ///   `integrityFailure` for bytes that are not a stored token. The message never quotes them.
+    /// - Throws: ``VaultError`` with code `unsupportedVersion` for a newer format;
+    ///   `invalidInput` for a stored token that holds characters a token cannot hold (a control
+    ///   character, a line break, a space in an access token); or `integrityFailure` for bytes
+    ///   that are not a stored token. The message never quotes them.
     public init(storedForm data: Data) throws {
         do {
             self = try JSONDecoder().decode(OAuthToken.self, from: data)
