@@ -238,7 +238,7 @@ struct TokenDetector {
         for (role, found) in strings where found.count > 1 {
             throw VaultError(
                 .invalidInput,
-                "Found \(found.count) keys that each look like a \(role.rawValue.replacingOccurrences(of: "-", with: " ")) (\(found.map { "'\($0.key)'" }.joined(separator: ", "))); name the keys of one token with --key."
+                "Found \(found.count) keys that each look like \(role.withArticle) (\(found.map { "'\($0.key)'" }.joined(separator: ", "))); name the keys of one token with --key."
             )
         }
 
@@ -278,6 +278,15 @@ struct TokenDetector {
         let used = Set(items.map(\.key))
         let untouched = dictionary.keys.filter { !used.contains($0) }.sorted()
         return Result(groups: groups, items: items.sorted { $0.key < $1.key }, untouchedKeys: untouched)
+    }
+}
+
+extension MigrationReport.Role {
+    /// "an access token", "a refresh token", for messages.
+    var withArticle: String {
+        let words = rawValue.replacingOccurrences(of: "-", with: " ")
+        let vowel = words.first.map { "aeiou".contains($0) } ?? false
+        return (vowel ? "an " : "a ") + words
     }
 }
 
