@@ -105,30 +105,36 @@ enum PlistBudget {
             return (value, offset + 2 + size)
         }
 
-        /// The objects `index` refers to (for arrays, sets and dictionaries), and its own bytes.
-        func children(of index: Int) throws(Refusal) -> (refs: [Int], bytes: Int) {
+        /// Where the references of object `index` are (for arrays, sets and dictionaries: their
+        /// start and count, read one at a time so that nothing is built), and its own bytes.
+        func children(of index: Int) throws(Refusal) -> (refs: Refs, bytes: Int) {
             let offset = try offset(of: index)
             let marker = all[offset]
             switch marker & 0xF0 {
             case 0x40:  // data
-                return ([], try count(at: offset).count)
+                return (Refs(start: 0, count: 0), try count(at: offset).count)
             case 0x50:  // ASCII string
-                return ([], try count(at: offset).count)
+                return (Refs(start: 0, count: 0), try count(at: offset).count)
             case 0x60, 0x70:  // UTF-16 string, UTF-8 string
-                return ([], try count(at: offset).count * 2)
+                return (Refs(start: 0, count: 0), try count(at: offset).count * 2)
             case 0xA0, 0xC0, 0xD0:  // array, set, dictionary
                 let (count, start) = try count(at: offset)
                 let total = marker & 0xF0 == 0xD0 ? count * 2 : count
                 guard total <= (all.count - start) / refSize else { throw .damaged }
-                var refs: [Int] = []
-                refs.reserveCapacity(total)
-                for position in 0..<total {
-                    refs.append(try int(readBE(at: start + position * refSize, size: refSize), below: objectCount))
-                }
-                return (refs, 0)
+                return (Refs(start: start, count: total), 0)
             default:
-                return ([], 0)
+                return (Refs(start: 0, count: 0), 0)
             }
+        }
+
+        struct Refs {
+            var start: Int
+            var count: Int
+        }
+
+        /// The `position`th reference of `refs`.
+        func ref(_ refs: Refs, _ position: Int) throws(Refusal) -> Int {
+            try int(readBE(at: refs.start + position * refSize, size: refSize), below: objectCount)
         }
 
         mutating func walk() throws(Refusal) {
@@ -142,6 +148,8 @@ enum PlistBudget {
             tableOffset = try int(readBE(at: trailer + 24, size: 8), below: trailer + 1)
             objectCount = try int(readBE(at: trailer + 8, size: 8), below: Int.max)
             guard tableOffset >= 8, objectCount <= (trailer - tableOffset) / offsetSize else { throw .damaged }
+            // More objects than the budget: refused before anything is sized by the count.
+            guard objectCount <= maximumObjects else { throw .tooManyObjects }
             topObject = try int(readBE(at: trailer + 16, size: 8), below: objectCount)
 
             // Each object's expanded size (objects, bytes), computed once, saturating at the
@@ -150,7 +158,7 @@ enum PlistBudget {
             var bytes = [Int](repeating: 0, count: objectCount)
             enum State: UInt8 { case unseen, open, done }
             var state = [State](repeating: .unseen, count: objectCount)
-            var stack: [(index: Int, refs: [Int], next: Int)] = []
+            var stack: [(index: Int, refs: Refs, next: Int)] = []
 
             func open(_ index: Int) throws(Refusal) {
                 switch state[index] {
@@ -169,13 +177,14 @@ enum PlistBudget {
             while let top = stack.last {
                 if top.next < top.refs.count {
                     stack[stack.count - 1].next += 1
-                    try open(top.refs[top.next])
+                    try open(ref(top.refs, top.next))
                     continue
                 }
                 stack.removeLast()
                 var count = 1
                 var size = bytes[top.index]
-                for child in top.refs {
+                for position in 0..<top.refs.count {
+                    let child = try ref(top.refs, position)
                     count += objects[child]
                     size += bytes[child]
                     guard count <= maximumObjects else { throw .tooManyObjects }

@@ -91,4 +91,20 @@ import TokenVault
         #expect(nested?.code == .tooLarge, "\(String(describing: nested))")
         #expect(nested?.message.contains("more than 512 levels deep") == true, "\(String(describing: nested))")
     }
+
+    /// An object table longer than the budget is refused before anything is sized by it, even
+    /// when only a few of its objects are reachable.
+    @Test func anOversizedObjectTableIsRefused() async throws {
+        func be(_ value: Int, _ size: Int) -> [UInt8] { (0..<size).reversed().map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) } }
+        let count = 1_100_000
+        var bytes = Array("bplist00".utf8) + [0x51, UInt8(ascii: "k"), 0xD1, 0, 0, 0, 0]  // "k", {k: k}
+        bytes += [UInt8](repeating: 0x08, count: count - 2)  // false, never referred to
+        let table = bytes.count
+        bytes += be(8, 4) + be(10, 4)
+        for index in 2..<count { bytes += be(15 + index - 2, 4) }
+        bytes += [0, 0, 0, 0, 0, 0, 4, 2] + be(count, 8) + be(1, 8) + be(table, 8)
+        let (error, _) = try await Self.migrate(Data(bytes), named: "table.plist")
+        #expect(error?.code == .tooLarge, "\(String(describing: error))")
+        #expect(error?.message.contains("more than 1,000,000 objects") == true, "\(String(describing: error))")
+    }
 }
