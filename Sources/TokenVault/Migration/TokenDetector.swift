@@ -40,6 +40,8 @@ struct TokenDetector {
         "apns", "fcm", "csrf", "xsrf",
     ]
     private static let disqualifyingPrefixes = ["is", "has", "should", "did", "will", "last"]
+    /// Words that mark a dictionary as holding tokens that are not OAuth tokens.
+    private static let contextParts = ["device", "push", "apns", "fcm", "csrf", "xsrf"]
 
     /// The role a key's name gives a string value, or `nil` when the name is not token-like.
     static func role(forName name: String) -> MigrationReport.Role? {
@@ -201,6 +203,11 @@ struct TokenDetector {
         var expiry: (path: PlistPath, date: Date)?
         var unnamed: [(path: PlistPath, value: String)] = []
         let isTopLevel = prefix.isEmpty
+        // Under `push`, `deviceToken` or `csrf`, a `token` is not an OAuth token.
+        let insideNonToken = prefix.contains {
+            guard case .key(let name) = $0 else { return false }
+            return Self.contextParts.contains(where: Self.normalized(name).contains)
+        }
 
         func item(_ path: PlistPath, _ role: MigrationReport.Role, _ value: String, _ fate: MigrationReport.Fate, entry: CredentialKey? = nil, note: String? = nil) -> MigrationReport.Item {
             var item = MigrationReport.Item(key: path.display, role: role, value: value, fate: fate, entry: entry, note: note)
@@ -216,13 +223,15 @@ struct TokenDetector {
                 try refuseArchiveWithTokens(data, at: path)
             }
             // At the top level a dictionary holding a token model is taken whole; a nested one is
-            // scanned below, so that only its token strings are removed from it.
-            if isTopLevel || !(value is [String: Any]), let token = model(in: value) {
+            // scanned below, so that only its token strings are removed from it. A dictionary
+            // under `push`, `deviceToken` or `csrf` holds no OAuth token.
+            let isContext = Self.contextParts.contains(where: Self.normalized(name).contains)
+            if !(value is [String: Any]) || (isTopLevel && !isContext), let token = model(in: value) {
                 models.append((path, token))
                 items.append(item(path, .tokenModel, Self.describe(value), .wouldMigrate, entry: entry))
                 continue
             }
-            let role = Self.role(forName: name)
+            let role = insideNonToken ? nil : Self.role(forName: name)
             if let text = value as? String, !text.isEmpty {
                 if let role {
                     strings[role, default: []].append((path, text))
@@ -260,8 +269,10 @@ struct TokenDetector {
                 items.append(
                     item(
                         path, .notAToken, Self.describe(value), .leftAlone,
-                        note: unrecognised
-                            ? "name not recognised as a token; name it with --key to migrate it" : "the value is not a token"))
+                        note: insideNonToken
+                            ? "inside a value about push notifications, devices or CSRF, not an OAuth token"
+                            : unrecognised
+                                ? "name not recognised as a token; name it with --key to migrate it" : "the value is not a token"))
             }
         }
         if let explicit {

@@ -100,4 +100,17 @@ import TokenVault
         #expect(try Data(contentsOf: url) == before)
         #expect(try await vault.keys().isEmpty)
     }
+
+    /// A `token` inside a dictionary about push notifications or CSRF is not an OAuth token, as
+    /// `deviceToken` and `csrfToken` are not at the top level.
+    @Test func tokensUnderPushOrCSRFAreNotOAuthTokens() async throws {
+        let (directory, url) = try write([
+            "push": ["token": "apns-device-token-0123456789"], "settings": ["csrf": ["token": "csrf-value-0123"]],
+        ])
+        _ = directory
+        let before = try Data(contentsOf: url)
+        let report = try await Vault(store: MemoryStore()).migrateDefaults(plistAt: url, options: MigrationOptions(removeSource: true))
+        #expect(report.entries.isEmpty)
+        #expect(try Data(contentsOf: url) == before)
+    }
 }
