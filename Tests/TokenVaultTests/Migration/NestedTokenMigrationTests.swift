@@ -113,4 +113,25 @@ import TokenVault
         #expect(report.entries.isEmpty)
         #expect(try Data(contentsOf: url) == before)
     }
+
+    /// An app migrating its own suite at start-up: the nested token is scrubbed from its cached
+    /// copy too, so the next setting it writes does not bring the token back.
+    @Test func anAppWithTheSuiteLoadedDoesNotWriteANestedTokenBack() throws {
+        let sandbox = try Sandbox()
+        let tokens = FakeTokens()
+        let domain = "com.example.nested-app"
+        let result = try Products.run(
+            "tutorial-defaults", ["migrate", "nested", domain], environment: sandbox.environment, stdin: tokens.stdin)
+        #expect(result.status == 0, "\(result.stderr)")
+        let summary = try #require(try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any])
+        #expect(summary["vault_matches"] as? Bool == true)
+        #expect(summary["source_rewritten"] as? Bool == true)
+        #expect(summary["cache_still_has_tokens"] as? Bool == false)
+        let url = sandbox.config.appendingPathComponent("\(domain).plist")
+        let bytes = try Data(contentsOf: url)
+        #expect(!bytes.contains(tokens.access) && !bytes.contains(tokens.refresh))
+        let after = try readPlist(url).dictionary
+        #expect(after["didMigrate"] as? Bool == true)
+        #expect((after["accounts"] as? [[String: Any]])?.first?["name"] as? String == "octocat")
+    }
 }
