@@ -2,10 +2,21 @@ import Foundation
 
 /// Names one credential: a service and an account within it.
 ///
-/// A key cannot be built with an empty service or account, or with control characters in
-/// either; the initializer throws ``VaultError/Code-swift.struct/invalidInput`` instead. Both parts are
+/// A key cannot be built with an empty service or account, or with control characters,
+/// bidirectional formatting characters (U+202A–U+202E, U+2066–U+2069) or U+FFFD in either; the
+/// initializer throws ``VaultError/Code-swift.struct/invalidInput`` instead. Both parts are
 /// normalised to Unicode NFC, so `"é"` typed precomposed or decomposed names the same entry in
 /// every backend.
+///
+/// Names are UTF-8. Bytes that are not UTF-8 are refused by ``init(utf8Service:utf8Account:)``;
+/// a `String` made from them with `String(decoding:as:)` holds U+FFFD, which is refused too, so
+/// that `caf\xE8` and `caf\xE9` can never both become `caf\u{FFFD}` and overwrite each other.
+/// Bidirectional overrides are refused because they make a name print as another one
+/// (`vault list` would show `moc.elpmaxe` reversed into `example.com`).
+///
+/// A name read back from a store that another program wrote (or an older release) may still hold
+/// such characters: ``description``, ``displayService`` and ``displayAccount`` escape them as
+/// `\u{…}`, so they are never printed as they are.
 public struct CredentialKey: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
     /// The account used when none is given.
     public static let defaultAccount = "default"
@@ -17,12 +28,77 @@ public struct CredentialKey: Hashable, Comparable, Sendable, Codable, CustomStri
     /// The account within the service, such as a user name; `default` when there is only one.
     public let account: String
 
-    /// Makes a key, refusing empty parts, control characters and parts over 1 KiB.
+    /// Makes a key, refusing empty parts, control characters, bidirectional formatting
+    /// characters, U+FFFD and parts over 1 KiB.
     /// - Throws: ``VaultError`` with code `invalidInput`.
     public init(service: String, account: String = CredentialKey.defaultAccount) throws {
         self.service = try Self.validated(service, part: "service")
         self.account = try Self.validated(account, part: "account")
+        try Self.refuseMisleading(self.service, part: "service")
+        try Self.refuseMisleading(self.account, part: "account")
     }
+
+    /// Makes a key from names given as bytes, such as command-line arguments or file names,
+    /// refusing bytes that are not UTF-8 instead of repairing them, and then checking as
+    /// ``init(service:account:)`` does.
+    /// - Throws: ``VaultError`` with code `invalidInput`.
+    public init(utf8Service service: some Collection<UInt8>, utf8Account account: some Collection<UInt8>) throws {
+        guard let serviceText = String(validating: service, as: UTF8.self) else {
+            throw VaultError(.invalidInput, "The service name is not valid UTF-8.")
+        }
+        guard let accountText = String(validating: account, as: UTF8.self) else {
+            throw VaultError(.invalidInput, "The account name is not valid UTF-8.")
+        }
+        try self.init(service: serviceText, account: accountText)
+    }
+
+    /// A key for a name a store read back, which another program (or an older release) wrote:
+    /// checked as a store must (not empty, no control characters, at most 1 KiB), but bidirectional
+    /// formatting characters are let through so that the entry can still be listed (escaped).
+    init(storedService service: String, account: String) throws {
+        self.service = try Self.validated(service, part: "service")
+        self.account = try Self.validated(account, part: "account")
+    }
+
+    /// The bidirectional formatting characters (Unicode's "Trojan Source" set, CVE-2021-42574):
+    /// embeddings and overrides U+202A–U+202E, isolates U+2066–U+2069.
+    static func isBidirectionalFormatting(_ scalar: Unicode.Scalar) -> Bool {
+        (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value)
+    }
+
+    private static func refuseMisleading(_ value: String, part: String) throws {
+        if value.unicodeScalars.contains(where: isBidirectionalFormatting) {
+            throw VaultError(
+                .invalidInput,
+                "The \(part) name must not contain bidirectional formatting characters (U+202A–U+202E, U+2066–U+2069), which make a name print as another one."
+            )
+        }
+        if value.unicodeScalars.contains("\u{FFFD}") {
+            throw VaultError(
+                .invalidInput,
+                "The \(part) name contains U+FFFD, the replacement character: it was probably made from bytes that are not UTF-8, which would collide with other names. Give the name in UTF-8."
+            )
+        }
+    }
+
+    /// `part` with control characters, bidirectional formatting characters and U+FFFD escaped as
+    /// `\u{…}`, fit to print: a name read from a store is never printed as it is.
+    public static func escaped(_ part: String) -> String {
+        var result = ""
+        for scalar in part.unicodeScalars {
+            if scalar.properties.generalCategory == .control || isBidirectionalFormatting(scalar) || scalar == "\u{FFFD}" {
+                result += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
+    /// The service, escaped to be printed (see ``escaped(_:)``).
+    public var displayService: String { Self.escaped(service) }
+    /// The account, escaped to be printed (see ``escaped(_:)``).
+    public var displayAccount: String { Self.escaped(account) }
 
     private static func validated(_ value: String, part: String) throws -> String {
         let normalized = value.precomposedStringWithCanonicalMapping
@@ -44,7 +120,8 @@ public struct CredentialKey: Hashable, Comparable, Sendable, Codable, CustomStri
         (lhs.service, lhs.account) < (rhs.service, rhs.account)
     }
 
-    public var description: String { "\(service)/\(account)" }
+    /// `service/account`, escaped to be printed (see ``escaped(_:)``).
+    public var description: String { "\(displayService)/\(displayAccount)" }
 
     private enum CodingKeys: String, CodingKey { case service, account }
 

@@ -45,7 +45,7 @@ if arguments.count == 2, arguments.first == "migrate-plist" {
     exit(status)
 }
 guard arguments.count == 3, let mode = arguments.first, ["write", "migrate"].contains(mode) else {
-    fail("usage: tutorial-defaults write|migrate strings|model|mixed DOMAIN < tokens")
+    fail("usage: tutorial-defaults write|migrate strings|model|mixed|nested DOMAIN < tokens")
 }
 let shape = arguments[arguments.startIndex + 1]
 let domain = arguments[arguments.startIndex + 2]
@@ -72,8 +72,12 @@ case "mixed":
     defaults.set(["swift", "linux"], forKey: "recentSearches")
     defaults.set(["theme": "dark", "fontSize": 13] as [String: Any], forKey: "appearance")
     defaults.set(Data([0, 1, 2, 254, 255]), forKey: "avatarThumbnail")
+case "nested":
+    // An app that keeps one dictionary per signed-in account.
+    defaults.set([["name": "octocat", "accessToken": lines[0], "refreshToken": lines[1]]], forKey: "accounts")
+    defaults.set("dark", forKey: "theme")
 default:
-    fail("unknown shape \(shape); use strings, model or mixed")
+    fail("unknown shape \(shape); use strings, model, mixed or nested")
 }
 guard defaults.synchronize() else { fail("UserDefaults could not write the suite \(domain)") }
 
@@ -90,7 +94,8 @@ if mode == "migrate" {
         "entries": report.entries.map(\.description),
         "source_rewritten": report.sourceRewritten,
         "vault_matches": token?.accessToken == lines[0] && token?.refreshToken == lines[1],
-        "cache_still_has_tokens": defaults.object(forKey: "accessToken") != nil || defaults.object(forKey: "token") != nil,
+        "cache_still_has_tokens": defaults.object(forKey: "accessToken") != nil || defaults.object(forKey: "token") != nil
+            || (defaults.array(forKey: "accounts") as? [[String: Any]])?.contains { $0["accessToken"] != nil } == true,
     ]
     FileHandle.standardOutput.write(try JSONSerialization.data(withJSONObject: summary, options: [.sortedKeys]))
 }

@@ -55,7 +55,7 @@ extension VaultCommand {
                 [["SERVICE", "ACCOUNT", "EXPIRES", "STATE"]]
                 + rows.map {
                     [
-                        $0.key.service, $0.key.account, $0.expiresAt.map(Output.timestamp) ?? "-",
+                        $0.key.displayService, $0.key.displayAccount, $0.expiresAt.map(Output.timestamp) ?? "-",
                         $0.isToken ? ($0.expired ? "expired" : "valid") : "secret",
                     ]
                 }

@@ -124,9 +124,14 @@ extension VaultCommand {
                         "Stdin holds more than one word but is not a JSON or form-encoded token response; give the bare token on one line."
                     )
                 }
-                token = OAuthToken(
-                    accessToken: trimmed, issuedAt: now,
-                    expiresAt: expiresIn.map { now.addingTimeInterval(TimeInterval($0)) })
+                // A bare JWT expires when its `exp` claim says, as it does inside a response.
+                token = try OAuthToken(bareToken: trimmed, receivedAt: now)
+                if let expiresIn {
+                    guard token.expiresAt == nil else {
+                        throw ValidationError("The token is a JWT whose exp claim says when it expires; leave out --expires-in.")
+                    }
+                    token.expiresAt = now.addingTimeInterval(TimeInterval(expiresIn))
+                }
             }
             return token
         }

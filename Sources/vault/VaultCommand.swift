@@ -24,6 +24,7 @@ struct VaultCommand: AsyncParsableCommand {
     /// Runs the command and turns a ``VaultError`` into a message on stderr and its exit code,
     /// the one place where that happens. Usage errors keep ArgumentParser's handling (exit 64).
     static func main() async {
+        RawArguments.refuseNonUTF8()
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

@@ -24,11 +24,11 @@ import TokenVault
     @Test func opaqueSecretIsNotAToken() async throws {
         let vault = Vault(store: MemoryStore())
         let key = try CredentialKey(service: "api", account: "ci")
-        try await vault.saveSecret(Data("plain-api-key".utf8), for: key)
-        #expect(try await vault.secret(for: key) == Data("plain-api-key".utf8))
+        try await vault.saveSecret(Data("plain api key".utf8), for: key)
+        #expect(try await vault.secret(for: key) == Data("plain api key".utf8))
         let error = await #expect(throws: VaultError.self) { try await vault.token(for: key) }
         #expect(error?.code == .invalidInput)
-        #expect(error.map { !"\($0)".contains("plain-api-key") } == true)
+        #expect(error.map { !"\($0)".contains("plain api key") } == true)
         // Neutral: the library does not know whether its caller is Swift code or a command.
         #expect(error?.message == "The entry api/ci holds an opaque secret, not a token.")
     }

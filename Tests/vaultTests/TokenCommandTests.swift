@@ -122,14 +122,14 @@ import TokenVault
     @Test func getOfAnOpaqueSecretSaysWhatToDo() async throws {
         let sandbox = try CLISandbox()
         let store = try await EncryptedFileStore.open(path: sandbox.vaultFile.path, keySource: .keyFile(sandbox.keyFile.path))
-        try await Vault(store: store).saveSecret(Data("opaque-fake-api-key".utf8), for: CredentialKey(service: "api", account: "ci"))
+        try await Vault(store: store).saveSecret(Data("opaque fake api key".utf8), for: CredentialKey(service: "api", account: "ci"))
 
         let get = try sandbox.vault("get", "api", "ci")
         #expect(get.status == 1, "\(get)")
         #expect(get.stderr.contains("holds an opaque secret, not a token"), "\(get)")
         #expect(get.stderr.contains("vault delete api ci"), "\(get)")
         #expect(!get.stderr.contains("secret(for:)") || get.stderr.contains("library"), "\(get)")
-        #expect(!get.stderr.contains("opaque-fake-api-key") && !get.stdout.contains("opaque-fake-api-key"))
+        #expect(!get.stderr.contains("opaque fake api key") && !get.stdout.contains("opaque fake api key"))
         let list = try #require(try sandbox.vault("list", "--json").json as? [[String: Any]])
         #expect(list.first?["kind"] as? String == "secret")
     }

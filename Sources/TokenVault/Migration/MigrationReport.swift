@@ -52,6 +52,10 @@ public struct MigrationReport: Sendable, Codable, Equatable {
         public var entry: CredentialKey?
         /// Why, in words, when the fate needs explaining.
         public var note: String?
+        /// For a value nested in arrays or dictionaries, the path to it from its top-level key
+        /// (dictionary keys, and array positions written `[0]`); ``key`` then reads
+        /// `accounts[0].accessToken`. `nil` for a top-level key.
+        public var keyPath: [String]?
 
         public init(key: String, role: Role, value: String, fate: Fate, entry: CredentialKey? = nil, note: String? = nil) {
             self.key = key

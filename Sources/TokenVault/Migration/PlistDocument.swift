@@ -40,6 +40,9 @@ struct PlistDocument {
         let root: Any
         do {
             root = try propertyList(from: bytes, format: &format)
+        } catch let refusal as PlistBudget.Refusal where refusal != .damaged {
+            throw VaultError(
+                .tooLarge, "\(path) was refused without being parsed: \(refusal.reason). It is not a defaults plist; nothing was changed.")
         } catch {
             // The parser's message may quote the file's contents, so it is not passed on.
             throw VaultError(.invalidInput, "\(path) is not a readable property list (it may be corrupt); nothing was changed.")
@@ -54,7 +57,8 @@ struct PlistDocument {
     }
 
     /// Parses a property list, as `PropertyListSerialization` does, but first refuses a binary
-    /// plist that holds a set or whose object table cannot be checked.
+    /// plist that holds a set or whose object table cannot be checked, and any plist that would
+    /// expand to more work than ``PlistBudget`` allows (thrown as a ``PlistBudget/Refusal``).
     ///
     /// Sets are not property-list types, but the binary format can encode them, and
     /// swift-corelibs-foundation crashes (a null pointer dereference while bridging the NSSet)
@@ -64,6 +68,7 @@ struct PlistDocument {
         guard binaryPlistIsFreeOfSets(data) else {
             throw VaultError(.invalidInput, "The data is a binary property list that holds a set or is damaged.")
         }
+        try PlistBudget.check(data)
         return try PropertyListSerialization.propertyList(from: data, options: [], format: &format)
     }
 
@@ -95,13 +100,19 @@ struct PlistDocument {
         }
     }
 
-    /// The plist serialized in its own format without `removedKeys`, checked to parse back to
-    /// exactly the remaining keys and values.
-    func serialized(without removedKeys: Set<String>) throws -> Data {
+    /// The plist serialized in its own format without the values at `removed` (top-level keys,
+    /// or keys of dictionaries nested in it), checked to parse back to exactly what remains.
+    func serialized(removing removed: [PlistPath]) throws -> Data {
         guard format == .xml || format == .binary else {
             throw VaultError(.invalidInput, "\(path) is an old OpenStep-format plist, which cannot be rewritten in its own format.")
         }
-        let remaining = dictionary.filter { !removedKeys.contains($0.key) }
+        var remainingValue: Any = dictionary
+        for path in removed {
+            remainingValue = Self.removing(path.components[...], from: remainingValue)
+        }
+        guard let remaining = remainingValue as? [String: Any] else {
+            throw VaultError(.io, "Could not work out the rewritten \(path); nothing was changed.")
+        }
         let data: Data
         do {
             data = try PropertyListSerialization.data(fromPropertyList: remaining, format: format, options: 0)
@@ -118,6 +129,26 @@ struct PlistDocument {
             throw VaultError(.io, "The rewritten \(path) did not read back as the original less the migrated keys; nothing was changed.")
         }
         return data
+    }
+
+    /// `value` without the dictionary key that `components` leads to.
+    private static func removing(_ components: ArraySlice<PlistPath.Component>, from value: Any) -> Any {
+        guard let first = components.first else { return value }
+        let rest = components.dropFirst()
+        switch first {
+        case .key(let name):
+            guard var dictionary = value as? [String: Any], let inner = dictionary[name] else { return value }
+            if rest.isEmpty {
+                dictionary.removeValue(forKey: name)
+            } else {
+                dictionary[name] = removing(rest, from: inner)
+            }
+            return dictionary
+        case .index(let index):
+            guard var array = value as? [Any], array.indices.contains(index), !rest.isEmpty else { return value }
+            array[index] = removing(rest, from: array[index])
+            return array
+        }
     }
 
     /// Replaces the file with `data` atomically, keeping its permissions, owner and group.

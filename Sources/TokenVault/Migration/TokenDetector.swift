@@ -15,7 +15,10 @@ struct TokenDetector {
     /// One token to write, and the plist keys it came from.
     struct Group {
         var token: OAuthToken
+        /// The keys as reported: `accessToken`, or `accounts[0].accessToken` when nested.
         var keys: [String]
+        /// Where each key is, to remove it.
+        var paths: [PlistPath]
     }
 
     struct Result {
@@ -37,6 +40,8 @@ struct TokenDetector {
         "apns", "fcm", "csrf", "xsrf",
     ]
     private static let disqualifyingPrefixes = ["is", "has", "should", "did", "will", "last"]
+    /// Words that mark a dictionary as holding tokens that are not OAuth tokens.
+    private static let contextParts = ["device", "push", "apns", "fcm", "csrf", "xsrf"]
 
     /// The role a key's name gives a string value, or `nil` when the name is not token-like.
     static func role(forName name: String) -> MigrationReport.Role? {
@@ -162,33 +167,79 @@ struct TokenDetector {
         }
     }
 
-    /// Finds and groups the tokens in `dictionary`. With `only`, takes exactly those keys.
-    /// - Throws: `invalidInput` when the values cannot be grouped into one token unambiguously.
+    /// Finds and groups the tokens in `dictionary`. With `only`, takes exactly those top-level
+    /// keys. Without it, also looks inside arrays and dictionaries (`{"accounts":[{"accessToken":
+    /// …}]}`): a nested dictionary's token strings are grouped as the top level's are, and only
+    /// those strings are removed from it, never the dictionary or the array around it.
+    /// - Throws: `invalidInput` when the values cannot be grouped into one token unambiguously,
+    ///   when a token holds characters a token cannot hold, or when an `NSKeyedArchiver` archive
+    ///   holds token-like keys (an archive cannot be rewritten safely, so its tokens would stay).
     func detect(in dictionary: [String: Any], only: [String]?, entry: CredentialKey) throws -> Result {
         var items: [MigrationReport.Item] = []
-        var models: [(key: String, token: OAuthToken)] = []
-        var strings: [MigrationReport.Role: [(key: String, value: String)]] = [:]
-        var expiry: (key: String, date: Date)?
-        var unnamed: [(key: String, value: String)] = []
-        let explicit = only.map { Set($0) }
+        var groups: [Group] = []
+        try scan(dictionary, at: [], only: only.map { Set($0) }, depth: 0, entry: entry, items: &items, groups: &groups)
+        guard groups.count <= 1 else {
+            let described = groups.map { $0.keys.map { "'\($0)'" }.joined(separator: " + ") }
+            throw VaultError(
+                .invalidInput,
+                "Found \(groups.count) separate tokens (\(described.joined(separator: "; "))). Migrate one at a time: name its keys with --key and its entry with --service/--account."
+            )
+        }
+        for group in groups {
+            try group.token.validateCharacters(source: "The token in \(group.keys.map { "'\($0)'" }.joined(separator: " + ")): its")
+        }
+        let used = Set(items.map { $0.keyPath?.first ?? $0.key })
+        let untouched = dictionary.keys.filter { !used.contains($0) }.sorted()
+        return Result(groups: groups, items: items.sorted { $0.key < $1.key }, untouchedKeys: untouched)
+    }
+
+    /// Scans one dictionary: the top level (`path` empty), or one nested in it.
+    private func scan(
+        _ dictionary: [String: Any], at prefix: [PlistPath.Component], only explicit: Set<String>?, depth: Int,
+        entry: CredentialKey, items: inout [MigrationReport.Item], groups: inout [Group]
+    ) throws {
+        var models: [(path: PlistPath, token: OAuthToken)] = []
+        var strings: [MigrationReport.Role: [(path: PlistPath, value: String)]] = [:]
+        var expiry: (path: PlistPath, date: Date)?
+        var unnamed: [(path: PlistPath, value: String)] = []
+        let isTopLevel = prefix.isEmpty
+        // Under `push`, `deviceToken` or `csrf`, a `token` is not an OAuth token.
+        let insideNonToken = prefix.contains {
+            guard case .key(let name) = $0 else { return false }
+            return Self.contextParts.contains(where: Self.normalized(name).contains)
+        }
+
+        func item(_ path: PlistPath, _ role: MigrationReport.Role, _ value: String, _ fate: MigrationReport.Fate, entry: CredentialKey? = nil, note: String? = nil) -> MigrationReport.Item {
+            var item = MigrationReport.Item(key: path.display, role: role, value: value, fate: fate, entry: entry, note: note)
+            item.keyPath = path.keyPath
+            return item
+        }
 
         for name in dictionary.keys.sorted() {
             let value = dictionary[name]!
             if let explicit, !explicit.contains(name) { continue }
-            if let token = model(in: value) {
-                models.append((name, token))
-                items.append(.init(key: name, role: .tokenModel, value: Self.describe(value), fate: .wouldMigrate, entry: entry))
+            let path = PlistPath(prefix + [.key(name)])
+            if explicit == nil, let data = value as? Data {
+                try refuseArchiveWithTokens(data, at: path)
+            }
+            // At the top level a dictionary holding a token model is taken whole; a nested one is
+            // scanned below, so that only its token strings are removed from it. A dictionary
+            // under `push`, `deviceToken` or `csrf` holds no OAuth token.
+            let isContext = Self.contextParts.contains(where: Self.normalized(name).contains)
+            if !(value is [String: Any]) || (isTopLevel && !isContext), let token = model(in: value) {
+                models.append((path, token))
+                items.append(item(path, .tokenModel, Self.describe(value), .wouldMigrate, entry: entry))
                 continue
             }
-            let role = Self.role(forName: name)
+            let role = insideNonToken ? nil : Self.role(forName: name)
             if let text = value as? String, !text.isEmpty {
                 if let role {
-                    strings[role, default: []].append((name, text))
-                    items.append(.init(key: name, role: role, value: Self.describe(value), fate: .wouldMigrate, entry: entry))
+                    strings[role, default: []].append((path, text))
+                    items.append(item(path, role, Self.describe(value), .wouldMigrate, entry: entry))
                     continue
                 }
                 if explicit != nil {
-                    unnamed.append((name, text))
+                    unnamed.append((path, text))
                     continue
                 }
             }
@@ -196,7 +247,7 @@ struct TokenDetector {
                 Self.normalized(name).contains("expir"),
                 !Self.normalized(name).contains("refresh")
             {
-                expiry = (name, date)
+                expiry = (path, date)
                 continue
             }
             if explicit != nil {
@@ -205,15 +256,23 @@ struct TokenDetector {
                     "The key '\(name)' holds \(Self.describe(value)), which is neither a token string nor a token model."
                 )
             }
+            if value is [String: Any] || value is [Any] {
+                let before = items.count
+                try walk(value, at: path.components, depth: depth + 1, entry: entry, items: &items, groups: &groups)
+                // Something was found inside: the container itself is not reported.
+                if items.count > before { continue }
+            }
             if role != nil || Self.looksTokenRelated(name) {
                 // A string reaches here only when its name was not recognised: say so, not that
                 // the value was judged.
                 let unrecognised = role == nil && (value as? String).map { !$0.isEmpty } == true
                 items.append(
-                    .init(
-                        key: name, role: .notAToken, value: Self.describe(value), fate: .leftAlone,
-                        note: unrecognised
-                            ? "name not recognised as a token; name it with --key to migrate it" : "the value is not a token"))
+                    item(
+                        path, .notAToken, Self.describe(value), .leftAlone,
+                        note: insideNonToken
+                            ? "inside a value about push notifications, devices or CSRF, not an OAuth token"
+                            : unrecognised
+                                ? "name not recognised as a token; name it with --key to migrate it" : "the value is not a token"))
             }
         }
         if let explicit {
@@ -226,26 +285,22 @@ struct TokenDetector {
             guard unnamed.count == 1, strings[.accessToken] == nil else {
                 throw VaultError(
                     .invalidInput,
-                    "Cannot tell which of the keys \(unnamed.map { "'\($0.key)'" }.joined(separator: ", ")) is the access token; name one token's keys at a time."
+                    "Cannot tell which of the keys \(unnamed.map { "'\($0.path.display)'" }.joined(separator: ", ")) is the access token; name one token's keys at a time."
                 )
             }
             strings[.accessToken] = unnamed
-            items.append(
-                .init(
-                    key: unnamed[0].key, role: .accessToken, value: Self.describe(unnamed[0].value), fate: .wouldMigrate,
-                    entry: entry))
+            items.append(item(unnamed[0].path, .accessToken, Self.describe(unnamed[0].value), .wouldMigrate, entry: entry))
         }
         for (role, found) in strings where found.count > 1 {
             throw VaultError(
                 .invalidInput,
-                "Found \(found.count) keys that each look like a \(role.rawValue.replacingOccurrences(of: "-", with: " ")) (\(found.map { "'\($0.key)'" }.joined(separator: ", "))); name the keys of one token with --key."
+                "Found \(found.count) keys that each look like \(role.withArticle) (\(found.map { "'\($0.path.display)'" }.joined(separator: ", "))); name the keys of one token with --key."
             )
         }
 
-        var groups: [Group] = []
         if !strings.isEmpty {
             guard let access = strings[.accessToken]?.first else {
-                let keys = strings.values.flatMap { $0.map(\.key) }.sorted()
+                let keys = strings.values.flatMap { $0.map(\.path.display) }.sorted()
                 throw VaultError(
                     .invalidInput,
                     "Found \(keys.map { "'\($0)'" }.joined(separator: ", ")) but no access token to keep with it; TokenVault stores a refresh or ID token together with its access token. Name the access token's key with --key."
@@ -258,23 +313,99 @@ struct TokenDetector {
                 expiresAt: expiry?.date)
             if let expiry {
                 items.append(
-                    .init(
-                        key: expiry.key, role: .expiry, value: "date", fate: .leftAlone, entry: entry,
+                    item(
+                        expiry.path, .expiry, "date", .leftAlone, entry: entry,
                         note: "used as the token's expiry; not secret, so it stays"))
             }
-            groups.append(Group(token: token, keys: [access.key, refresh?.key, id?.key].compactMap { $0 }))
+            let paths = [access.path, refresh?.path, id?.path].compactMap { $0 }
+            groups.append(Group(token: token, keys: paths.map(\.display), paths: paths))
         }
-        groups += models.map { Group(token: $0.token, keys: [$0.key]) }
-        guard groups.count <= 1 else {
-            let described = groups.map { $0.keys.map { "'\($0)'" }.joined(separator: " + ") }
-            throw VaultError(
-                .invalidInput,
-                "Found \(groups.count) separate tokens (\(described.joined(separator: "; "))). Migrate one at a time: name its keys with --key and its entry with --service/--account."
-            )
+        groups += models.map { Group(token: $0.token, keys: [$0.path.display], paths: [$0.path]) }
+    }
+
+    /// Looks for tokens inside an array or a nested dictionary.
+    private func walk(
+        _ value: Any, at prefix: [PlistPath.Component], depth: Int, entry: CredentialKey,
+        items: inout [MigrationReport.Item], groups: inout [Group]
+    ) throws {
+        // PlistBudget has already bounded the nesting of anything parsed; this keeps the
+        // recursion bounded whatever the caller passes.
+        guard depth <= PlistBudget.maximumDepth else { return }
+        if let dictionary = value as? [String: Any] {
+            try scan(dictionary, at: prefix, only: nil, depth: depth, entry: entry, items: &items, groups: &groups)
+        } else if let array = value as? [Any] {
+            for (index, element) in array.enumerated() {
+                let path = prefix + [.index(index)]
+                if let data = element as? Data {
+                    try refuseArchiveWithTokens(data, at: PlistPath(path))
+                } else if element is [String: Any] || element is [Any] {
+                    try walk(element, at: path, depth: depth + 1, entry: entry, items: &items, groups: &groups)
+                }
+            }
         }
-        let used = Set(items.map(\.key))
-        let untouched = dictionary.keys.filter { !used.contains($0) }.sorted()
-        return Result(groups: groups, items: items.sorted { $0.key < $1.key }, untouchedKeys: untouched)
+    }
+
+    /// Throws `invalidInput` if `data` is an `NSKeyedArchiver` archive that holds token-like
+    /// names. An archive cannot be rewritten without the app's classes, so its tokens cannot be
+    /// scrubbed: saying nothing would leave plaintext tokens behind a report of "no tokens".
+    private func refuseArchiveWithTokens(_ data: Data, at path: PlistPath) throws {
+        guard Self.startsLikeAPlist(data) else { return }
+        var format = PropertyListSerialization.PropertyListFormat.binary
+        guard let object = try? PlistDocument.propertyList(from: data, format: &format),
+            let archive = object as? [String: Any], archive["$archiver"] != nil,
+            let objects = archive["$objects"] as? [Any]
+        else { return }
+        let names = Set(objects.compactMap { $0 as? String }.filter { Self.role(forName: $0) != nil && $0.count <= 64 })
+        guard !names.isEmpty else { return }
+        let listed = names.sorted().prefix(5).map { "'\($0)'" }.joined(separator: ", ")
+        throw VaultError(
+            .invalidInput,
+            "The key '\(path.display)' holds an NSKeyedArchiver archive with token-like keys (\(listed)). TokenVault does not rewrite archives, so those tokens cannot be migrated or scrubbed: they are still in the plist as plain text. Nothing was changed. Move them in the app (decode the archive, save the token with Vault.saveToken, archive it again without it), and migrate the plist's other keys with --key."
+        )
+    }
+}
+
+/// A place in a plist: a top-level key, then dictionary keys and array positions.
+struct PlistPath: Hashable {
+    enum Component: Hashable {
+        case key(String)
+        case index(Int)
+    }
+
+    var components: [Component]
+
+    init(_ components: [Component]) { self.components = components }
+
+    /// `accounts[0].accessToken`; just the key at the top level.
+    var display: String {
+        var text = ""
+        for component in components {
+            switch component {
+            case .key(let name): text += text.isEmpty ? name : ".\(name)"
+            case .index(let index): text += "[\(index)]"
+            }
+        }
+        return text
+    }
+
+    /// For ``MigrationReport/Item/keyPath``: `nil` at the top level.
+    var keyPath: [String]? {
+        guard components.count > 1 else { return nil }
+        return components.map {
+            switch $0 {
+            case .key(let name): name
+            case .index(let index): "[\(index)]"
+            }
+        }
+    }
+}
+
+extension MigrationReport.Role {
+    /// "an access token", "a refresh token", for messages.
+    var withArticle: String {
+        let words = rawValue.replacingOccurrences(of: "-", with: " ")
+        let vowel = words.first.map { "aeiou".contains($0) } ?? false
+        return (vowel ? "an " : "a ") + words
     }
 }
 

@@ -46,8 +46,16 @@ extension Vault {
         if options.service == nil { options.service = suiteName }
         let report = try await migrateDefaults(plistAt: url, options: options)
         if report.sourceRewritten, let defaults = UserDefaults(suiteName: suiteName) {
+            var rewritten: [String: Any]?
             for item in report.items where item.fate == .migrated || item.fate == .alreadyInVault {
-                if defaults.object(forKey: item.key) != nil {
+                if let keyPath = item.keyPath, let top = keyPath.first {
+                    // A nested token: the cached top-level value still holds it. Put the
+                    // rewritten value (which no longer does) in its place.
+                    if rewritten == nil { rewritten = try PlistDocument.read(url).dictionary }
+                    if defaults.object(forKey: top) != nil, let value = rewritten?[top] {
+                        defaults.set(value, forKey: top)
+                    }
+                } else if defaults.object(forKey: item.key) != nil {
                     defaults.removeObject(forKey: item.key)
                 }
             }
@@ -117,7 +125,7 @@ struct DefaultsMigration {
             }
             // 5. Only then rewrite the plist without the migrated keys.
             if options.removeSource {
-                let data = try document.serialized(without: Set(group.keys))
+                let data = try document.serialized(removing: group.paths)
                 // Once this returns, the plist no longer holds the tokens: from here on nothing
                 // may throw into the rollback below. A late problem comes back as a warning.
                 let warning = try document.replace(with: data)

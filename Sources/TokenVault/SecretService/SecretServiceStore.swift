@@ -176,7 +176,7 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
             for entry in found {
                 if let service, entry.service != service { continue }
                 do {
-                    keys.insert(try CredentialKey(service: entry.service, account: entry.account))
+                    keys.insert(try CredentialKey(storedService: entry.service, account: entry.account))
                 } catch {
                     // Another program's item that cannot be a key (an empty or control-character
                     // name). It is not ours to list, and listing must not fail because of it.

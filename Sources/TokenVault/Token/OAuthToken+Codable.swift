@@ -48,9 +48,13 @@ extension OAuthToken: Codable {
                 .map(Date.init(timeIntervalSince1970:)),
             additionalFields: try container.decodeIfPresent([String: JSONValue].self, forKey: .additionalFields) ?? [:]
         )
+        // Stored data is checked as a response is: a control character read back from a store
+        // (written by an older release, or by another program) is never handed out.
+        try validateCharacters(source: "The stored token's")
     }
 
     public func encode(to encoder: any Encoder) throws {
+        try validateCharacters(source: "The token's")
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(Self.storedFormatVersion, forKey: .version)
         try container.encode(accessToken, forKey: .accessToken)
@@ -82,9 +86,22 @@ extension OAuthToken: Codable {
     }
 
     /// Reads a token from its stored form.
-    /// - Throws: ``VaultError`` with code `unsupportedVersion` for a newer format, or
-    ///   `integrityFailure` for bytes that are not a stored token. The message never quotes them.
-    public init(storedForm data: Data) throws {
+    ///
+    /// Besides the JSON form, one line of text that is a bearer token (an RFC 6750 `b64token`,
+    /// optionally ending in one line break) is a token: that is what another program stores,
+    /// such as `echo -n "$TOKEN" | secret-tool store … service S account A`. It reads as a
+    /// `Bearer` token issued now, expiring at its JWT `exp` claim if it is a JWT, otherwise with
+    /// no known expiry (see ``init(bareToken:receivedAt:)``).
+    ///
+    /// - Throws: ``VaultError`` with code `unsupportedVersion` for a newer format;
+    ///   `invalidInput` for a stored token that holds characters a token cannot hold (a control
+    ///   character, a line break, a space in an access token); or `integrityFailure` for bytes
+    ///   that are not a stored token. The message never quotes them.
+    public init(storedForm data: Data, readAt: Date = Date()) throws {
+        if data.first != UInt8(ascii: "{"), let line = Self.bareTokenLine(data) {
+            self = try OAuthToken(bareToken: line, receivedAt: readAt)
+            return
+        }
         do {
             self = try JSONDecoder().decode(OAuthToken.self, from: data)
         } catch let error as VaultError {
@@ -92,5 +109,16 @@ extension OAuthToken: Codable {
         } catch {
             throw VaultError(.integrityFailure, "The stored entry is not a TokenVault token.")
         }
+    }
+
+    /// The bare token that `data` holds as one line of text, or `nil` if it holds anything else.
+    private static func bareTokenLine(_ data: Data) -> String? {
+        var bytes = data[...]
+        if bytes.last == UInt8(ascii: "\n") { bytes = bytes.dropLast() }
+        if bytes.last == UInt8(ascii: "\r") { bytes = bytes.dropLast() }
+        guard !bytes.isEmpty, bytes.count <= 64 * 1024, let text = String(bytes: bytes, encoding: .utf8),
+            TokenSyntax.isB64Token(text)
+        else { return nil }
+        return text
     }
 }

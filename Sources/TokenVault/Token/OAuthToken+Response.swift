@@ -14,8 +14,9 @@ extension OAuthToken {
     ///
     /// - Throws: ``VaultError`` with code `tokenEndpointError` for an error response
     ///   (`{"error":"invalid_grant",…}`), whose ``VaultError/oauthError`` carries the details;
-    ///   `invalidInput` for a body that is not a token response. No error message contains a
-    ///   token value.
+    ///   `invalidInput` for a body that is not a token response, or whose tokens hold characters
+    ///   a token cannot hold (a `Bearer` access token must be an RFC 6750 `b64token`; see
+    ///   <doc:StoredTokenFormat>). No error message contains a token value.
     public init(tokenResponse body: Data, receivedAt: Date = Date()) throws {
         let fields = try TokenResponseFields.parse(body)
         try self.init(responseFields: fields, receivedAt: receivedAt)
@@ -78,6 +79,8 @@ extension OAuthToken {
             refreshTokenExpiresAt: refreshExpiresIn.map { receivedAt.addingTimeInterval($0) },
             additionalFields: additional
         )
+        // A control character or line break in a token would reach an HTTP header.
+        try validateCharacters(source: "The response's")
     }
 
     /// The longest lifetime accepted, 100 years; anything longer is a malformed response.

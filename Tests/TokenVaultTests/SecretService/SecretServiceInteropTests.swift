@@ -100,4 +100,30 @@ import Testing
         #expect(try await store.load(key) == Data([0x00, 0xff, 0x10]))
         #expect(try await store.delete(key))
     }
+
+    /// The README's own habit: `echo -n "$TOKEN" | secret-tool store --label=GitHub service …
+    /// account …` stores the bare token as text. It reads as a token with no known expiry (or
+    /// its JWT `exp`), not as an opaque secret.
+    @Test func aBareTokenSecretToolStoredReadsAsAToken() async throws {
+        let store = try await SharedKeyring.store()
+        let vault = Vault(store: store)
+        let key = try freshKey()
+        let bare = "gho_16C7e42F292c6912E7710c838347Ae178B4a"
+        let stored = try secretTool(
+            ["store", "--label=GitHub", "service", key.service, "account", key.account], input: Data(bare.utf8))
+        #expect(stored.status == 0, "secret-tool store failed: \(stored.output)")
+        let token = try #require(try await vault.token(for: key))
+        #expect(token.accessToken == bare)
+        #expect(token.tokenType == "Bearer")
+        #expect(token.expiresAt == nil)
+
+        // A JWT keeps its exp claim; `echo` without -n adds a line break, which is not the token's.
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJleHAiOjE1MDAwMDAwMDB9.c2ln"  // {"exp":1500000000}
+        _ = try secretTool(
+            ["store", "--label=GitHub", "service", key.service, "account", key.account], input: Data("\(jwt)\n".utf8))
+        let expiring = try #require(try await vault.token(for: key))
+        #expect(expiring.accessToken == jwt)
+        #expect(expiring.expiresAt == Date(timeIntervalSince1970: 1_500_000_000))
+        #expect(try await store.delete(key))
+    }
 }

@@ -98,9 +98,13 @@ import TokenVault
     }
 
     @Test func formDecodingHandlesPlusAndPercent() throws {
-        let token = try OAuthToken(tokenResponse: "access_token=a%2Bb%3Dc%26d+e&token_type=bearer&scope=read+write")
-        #expect(token.accessToken == "a+b=c&d e")
+        let token = try OAuthToken(tokenResponse: "access_token=a%2Bb%2Fc%3D%3D&token_type=bearer&scope=read+write")
+        #expect(token.accessToken == "a+b/c==")
         #expect(token.scopes == ["read", "write"])
+        // A `+` is a space in a form, and a bearer token holds no space.
+        #expect(throws: VaultError.self) { try OAuthToken(tokenResponse: "access_token=a+b&token_type=bearer") }
+        let mac = try OAuthToken(tokenResponse: "access_token=a%3Db%26c&token_type=mac")
+        #expect(mac.accessToken == "a=b&c")
     }
 
     @Test func missingTokenTypeDefaultsToBearer() throws {

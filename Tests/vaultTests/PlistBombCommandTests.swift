@@ -1,0 +1,56 @@
+import Foundation
+import Testing
+import TokenVault
+
+/// `vault migrate` refuses a plist bomb quickly, in bounded memory (measured by /usr/bin/time).
+@Suite struct PlistBombCommandTests {
+    /// A binary plist of a few hundred bytes that Foundation would expand into 2^40 objects.
+    @Test func aPlistBombIsRefusedQuicklyInBoundedMemory() throws {
+        let sandbox = try CLISandbox()
+        let url = sandbox.root.appendingPathComponent("bomb.plist")
+        let bomb = Self.sharedReferences(levels: 40)
+        #expect(bomb.count < 600)
+        try bomb.write(to: url)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/time")
+        process.arguments =
+            ["-f", "tv-measured %e %M", Products.directory.appendingPathComponent("vault").path, "migrate", "--dry-run", "--plist", url.path]
+            + sandbox.fileVault
+        process.environment = sandbox.environment
+        let error = Pipe()
+        process.standardError = error
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let stderr = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 1, "\(stderr)")
+        #expect(stderr.contains("was refused without being parsed"), "\(stderr)")
+        let measured = try #require(stderr.split(separator: "\n").last { $0.hasPrefix("tv-measured ") })
+        let fields = measured.split(separator: " ")
+        let seconds = try #require(Double(fields[1]))
+        let kilobytes = try #require(Int(fields[2]))
+        #expect(seconds < 5, "took \(seconds) s")
+        #expect(kilobytes < 150_000, "peak RSS \(kilobytes) KiB")
+    }
+
+    static func sharedReferences(levels: Int) -> Data {
+        func be(_ value: Int, _ size: Int) -> [UInt8] { (0..<size).reversed().map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) } }
+        var objects: [[UInt8]] = [[0x51, UInt8(ascii: "k")], [0x51, UInt8(ascii: "x")]]
+        for level in 0..<levels {
+            let child = level == 0 ? 1 : level + 1
+            objects.append([0xA2] + be(child, 2) + be(child, 2))
+        }
+        let top = objects.count
+        objects.append([0xD1] + be(0, 2) + be(levels + 1, 2))
+        var bytes = Array("bplist00".utf8)
+        var offsets: [Int] = []
+        for object in objects {
+            offsets.append(bytes.count)
+            bytes += object
+        }
+        let table = bytes.count
+        for offset in offsets { bytes += be(offset, 4) }
+        bytes += [0, 0, 0, 0, 0, 0, 4, 2] + be(objects.count, 8) + be(top, 8) + be(table, 8)
+        return Data(bytes)
+    }
+}
