@@ -51,8 +51,8 @@ import Testing
           <account>               The account within the service. (default: default)
 
         OPTIONS:
-          --backend <backend>     auto, secret-service or file (env
-                                  TOKEN_VAULT_BACKEND; default auto).
+          --backend <backend>     Which backend (env TOKEN_VAULT_BACKEND; default
+                                  auto). (values: auto, secret-service, file)
           --file <path>           The encrypted vault file (env TOKEN_VAULT_FILE;
                                   default $XDG_DATA_HOME/token-vault/tokens.vault).
           --key-file <path>       A file holding the file vault's 32-byte key (env
@@ -139,8 +139,8 @@ import Testing
         USAGE: vault migrate <options>
 
         OPTIONS:
-          --backend <backend>     auto, secret-service or file (env
-                                  TOKEN_VAULT_BACKEND; default auto).
+          --backend <backend>     Which backend (env TOKEN_VAULT_BACKEND; default
+                                  auto). (values: auto, secret-service, file)
           --file <path>           The encrypted vault file (env TOKEN_VAULT_FILE;
                                   default $XDG_DATA_HOME/token-vault/tokens.vault).
           --key-file <path>       A file holding the file vault's 32-byte key (env
