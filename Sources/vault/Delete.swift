@@ -19,7 +19,7 @@ extension VaultCommand {
             guard try await vault.deleteSecret(for: key) else {
                 throw VaultError(.notFound, "No entry is stored for \(key).")
             }
-            Output.note("Deleted \(key).")
+            try Output.note("Deleted \(key).")
         }
     }
 }

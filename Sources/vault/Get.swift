@@ -62,7 +62,7 @@ extension VaultCommand {
                     .expired, "The token for \(key) \(state); refresh it, or use --allow-expired to print it anyway.")
             }
             guard json else {
-                Output.line(token.accessToken)
+                try Output.line(token.accessToken)
                 return
             }
             try Output.json([

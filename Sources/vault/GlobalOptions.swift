@@ -134,7 +134,7 @@ struct GlobalOptions: ParsableArguments {
 
     /// Shows the plan's warnings on stderr.
     private static func warn(_ plan: BackendPlan) throws {
-        for warning in plan.warnings { Output.warning(warning) }
+        for warning in plan.warnings { try Output.warning(warning) }
     }
 }
 

@@ -22,7 +22,7 @@ extension VaultCommand {
             case .opened(let opened, _): vault = opened
             case .noVaultYet(let path, _):
                 if json { try Output.json([Any]()) }
-                Output.note("No vault yet at \(path); `vault set` or `vault migrate` creates it.")
+                try Output.note("No vault yet at \(path); `vault set` or `vault migrate` creates it.")
                 return
             }
             var rows: [(key: CredentialKey, expiresAt: Date?, expired: Bool, isToken: Bool)] = []
@@ -48,7 +48,7 @@ extension VaultCommand {
                 return
             }
             guard !rows.isEmpty else {
-                Output.note(service.map { "No entries for \($0)." } ?? "The vault is empty.")
+                try Output.note(service.map { "No entries for \($0)." } ?? "The vault is empty.")
                 return
             }
             let table =
@@ -59,7 +59,7 @@ extension VaultCommand {
                         $0.isToken ? ($0.expired ? "expired" : "valid") : "secret",
                     ]
                 }
-            Output.line(Output.table(table))
+            try Output.line(Output.table(table))
         }
     }
 }

@@ -101,11 +101,11 @@ extension VaultCommand {
         }
 
         private func show(_ report: MigrationReport) throws {
-            for warning in report.warnings { Output.warning(warning) }
+            for warning in report.warnings { try Output.warning(warning) }
             if json {
                 try Output.json(encoding: report)
             } else {
-                Output.line(Self.text(report, keepSource: keepSource))
+                try Output.line(Self.text(report, keepSource: keepSource))
             }
         }
 

@@ -60,7 +60,7 @@ extension VaultCommand {
             }
             try await store.rekey(to: newSource, kdf: kdf?.parameters)
             let count = try await store.keys().count
-            Output.note("Rekeyed \(path) (\(count) \(count == 1 ? "entry" : "entries")) to the \(newSource).")
+            try Output.note("Rekeyed \(path) (\(count) \(count == 1 ? "entry" : "entries")) to the \(newSource).")
         }
 
         private func newKeySource(for path: String) throws -> VaultConfiguration.KeySource {

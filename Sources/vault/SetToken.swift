@@ -61,7 +61,7 @@ extension VaultCommand {
             let vault = try await global.openVault()
             try await vault.saveToken(token, for: key)
             let expiry = token.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no known expiry"
-            Output.note("Saved the token for \(key) (\(expiry)) in the \(vault.selection.backend) backend.")
+            try Output.note("Saved the token for \(key) (\(expiry)) in the \(vault.selection.backend) backend.")
         }
 
         /// Stdin, or at a terminal a line typed with echo off.

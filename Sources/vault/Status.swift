@@ -90,7 +90,7 @@ extension VaultCommand {
                 }
                 if let entries { rows.append(["entries:", "\(entries)"]) }
                 for warning in plan.warnings { rows.append(["warning:", warning]) }
-                Output.line(Output.table(rows))
+                try Output.line(Output.table(rows))
             }
             if let failure { throw failure }
         }

@@ -24,6 +24,7 @@ struct VaultCommand: AsyncParsableCommand {
     /// Runs the command and turns a ``VaultError`` into a message on stderr and its exit code,
     /// the one place where that happens. Usage errors keep ArgumentParser's handling (exit 64).
     static func main() async {
+        StandardStreams.occupyClosedDescriptors()
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {
@@ -32,8 +33,12 @@ struct VaultCommand: AsyncParsableCommand {
                 try command.run()
             }
         } catch let error as VaultError {
-            Output.error(error.message)
+            // A message that cannot be written leaves the exit code to say what happened.
+            do { try Output.error(error.message) } catch {}
             Self.exit(withError: ExitCode(ExitStatus.code(for: error.code)))
+        } catch let error as OutputFailure {
+            do { try Output.error(error.description) } catch {}
+            Self.exit(withError: ExitCode(ExitStatus.outputFailed))
         } catch {
             Self.exit(withError: error)
         }

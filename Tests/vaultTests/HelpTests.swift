@@ -96,6 +96,8 @@ import Testing
           6   backend unavailable or locked (no Secret Service, no key, key file
               missing, time-out)
           64  usage error
+          74  output could not be written (stdout or stderr full or closed); what
+              the command did before, such as saving a token, stays done
 
         USAGE: vault <subcommand>
 
