@@ -26,6 +26,8 @@ struct VaultCommand: AsyncParsableCommand {
     static func main() async {
         StandardStreams.occupyClosedDescriptors()
         do {
+            // Before anything reads a secret: no core dump of this process may hold one.
+            try ProcessHardening.disableCoreDumps()
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
