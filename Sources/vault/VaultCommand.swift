@@ -8,7 +8,9 @@ struct VaultCommand: AsyncParsableCommand {
         abstract: "Keep OAuth tokens and other credentials in the Secret Service or an encrypted file.",
         discussion: """
             Every subcommand takes the global options --backend, --file, --key-file, \
-            --passphrase-file and --allow-insecure-permissions, each of which can also come from \
+            --passphrase-file and --allow-insecure-permissions, before or after its name with the \
+            same meaning (vault --backend file get github is vault get github --backend file); \
+            each can also come from \
             the environment (TOKEN_VAULT_BACKEND, TOKEN_VAULT_FILE, TOKEN_VAULT_KEY_FILE, \
             TOKEN_VAULT_PASSPHRASE_FILE, TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1). With no key \
             and a terminal present, a file vault asks for its passphrase. A vault, key or \
@@ -20,6 +22,13 @@ struct VaultCommand: AsyncParsableCommand {
         version: TokenVaultVersion.current,
         subcommands: [SetToken.self, Get.self, List.self, Delete.self, Status.self, Migrate.self, Rekey.self]
     )
+
+    /// The global options, accepted before the subcommand as git, docker and kubectl users type
+    /// them. ArgumentParser parses the root command's options wherever they stand on the line,
+    /// and a subcommand's `@OptionGroup var global: GlobalOptions` then receives this same value
+    /// (an option group of a type the parent decoded is reused, not parsed again). So both
+    /// positions mean the same, and help and completion list the options at both levels.
+    @OptionGroup var global: GlobalOptions
 
     /// Runs the command and turns a ``VaultError`` into a message on stderr and its exit code,
     /// the one place where that happens. Usage errors keep ArgumentParser's handling (exit 64).
