@@ -8,6 +8,10 @@ extension VaultCommand {
         @OptionGroup var global: GlobalOptions
         @OptionGroup var entry: EntryArguments
 
+        func validate() throws {
+            try global.validateConfiguration()
+        }
+
         func run() async throws {
             let key = try entry.key()
             let vault: Vault

@@ -29,6 +29,10 @@ extension VaultCommand {
         /// which absorbs clock skew and the time a request takes.
         static let leeway: TimeInterval = 60
 
+        func validate() throws {
+            try global.validateConfiguration()
+        }
+
         func run() async throws {
             let key = try entry.key()
             let vault: Vault

@@ -33,7 +33,20 @@ struct GlobalOptions: ParsableArguments {
         "Accept a vault, key or passphrase file that group or others can read (env TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1)."))
     var allowInsecurePermissions = false
 
+    /// Checks what the command line alone says. The root command decodes these options too
+    /// (they may stand before the subcommand), and `vault`, `vault help set` or `--help` must work
+    /// whatever the environment holds; so the environment is checked by each subcommand's
+    /// `validate()`, through ``validateConfiguration()``.
     func validate() throws {
+        if keyFile != nil && passphraseFile != nil {
+            throw ValidationError("Give --key-file or --passphrase-file, not both.")
+        }
+        if let file, file.isEmpty { throw ValidationError("--file must not be empty.") }
+    }
+
+    /// Checks the whole configuration, environment included: a usage error (exit 64) before the
+    /// command runs, for every subcommand that uses a vault.
+    func validateConfiguration() throws {
         _ = try configuration()
     }
 

@@ -16,6 +16,10 @@ extension VaultCommand {
         @Flag(help: "Print a JSON array of {service, account, expires_at, expired}.")
         var json = false
 
+        func validate() throws {
+            try global.validateConfiguration()
+        }
+
         func run() async throws {
             let vault: Vault
             switch try await global.openExistingVault() {

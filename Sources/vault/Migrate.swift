@@ -51,6 +51,7 @@ extension VaultCommand {
         var json = false
 
         func validate() throws {
+            try global.validateConfiguration()
             switch (plist, domain) {
             case (nil, nil): throw ValidationError("Give the plist to migrate with --plist PATH or --domain NAME.")
             case (_?, _?): throw ValidationError("Give --plist or --domain, not both.")

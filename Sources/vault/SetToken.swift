@@ -44,6 +44,7 @@ extension VaultCommand {
         var unexpected: [String] = []
 
         func validate() throws {
+            try global.validateConfiguration()
             guard unexpected.isEmpty else {
                 throw ValidationError(
                     "vault set reads the token from stdin only, never from the command line, where ps and the shell history would show it. It takes SERVICE [ACCOUNT] and the options in --help; the \(unexpected.count) other argument(s) are not repeated here. Pipe the token in: ... | vault set SERVICE [ACCOUNT]"

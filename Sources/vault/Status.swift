@@ -13,6 +13,10 @@ extension VaultCommand {
         @Flag(help: "Print the status as JSON.")
         var json = false
 
+        func validate() throws {
+            try global.validateConfiguration()
+        }
+
         func run() async throws {
             let configuration = try global.configuration()
             // One probe, shown here whatever the backend, and one plan: the one that opens the vault.

@@ -39,6 +39,23 @@ import Testing
         #expect(result.status == 64, "\(arguments): \(result)")
     }
 
+    /// The root command parses the global options too, but help needs no vault: a bad
+    /// environment is a usage error for the commands that use one, and only for them.
+    @Test func helpWorksWhateverTheEnvironmentHolds() throws {
+        let sandbox = try CLISandbox()
+        let memory = ["TOKEN_VAULT_BACKEND": "memory"]
+        for arguments in [[], ["help", "set"], ["--help"], ["get", "--help"]] {
+            let result = try sandbox.run("vault", arguments, environment: memory)
+            #expect(result.status == 0, "\(arguments): \(result)")
+            #expect(result.stdout.contains("USAGE: vault"), "\(arguments)")
+        }
+        for arguments in [["get", "github"], ["list"], ["status"], ["delete", "github"]] {
+            let result = try sandbox.run("vault", arguments, environment: memory)
+            #expect(result.status == 64, "\(arguments): \(result)")
+            #expect(result.stderr.contains("TOKEN_VAULT_BACKEND=memory"), "\(arguments)")
+        }
+    }
+
     @Test func rootHelpListsTheGlobalOptionsAndTheirValues() throws {
         let help = try CLISandbox().run("vault", ["--help"])
         #expect(help.stdout.contains("USAGE: vault [--backend <backend>] [--file <path>]"))
