@@ -1,15 +1,10 @@
-/// Which backend a ``Vault`` uses, and why.
+/// Which backend a ``Vault`` uses, and why: what ``BackendPlan`` decided, once the store is open.
 public struct BackendSelection: Sendable, CustomStringConvertible {
-    /// A backend that is in use.
-    public enum Backend: String, Sendable, CustomStringConvertible {
-        case secretService = "secret-service"
-        case file
-        case memory
-        public var description: String { rawValue }
-    }
+    /// The kind of backend in use.
+    public typealias Backend = BackendKind
 
     /// The backend in use.
-    public let backend: Backend
+    public let backend: BackendKind
     /// Why it was chosen, in words.
     public let reason: String
     /// What the Secret Service probe found, if it ran.
@@ -17,7 +12,7 @@ public struct BackendSelection: Sendable, CustomStringConvertible {
     /// The vault file, for the file backend.
     public let filePath: String?
 
-    public init(backend: Backend, reason: String, probe: SecretServiceProbe? = nil, filePath: String? = nil) {
+    public init(backend: BackendKind, reason: String, probe: SecretServiceProbe? = nil, filePath: String? = nil) {
         self.backend = backend
         self.reason = reason
         self.probe = probe

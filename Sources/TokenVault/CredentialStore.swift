@@ -40,8 +40,9 @@ public struct SecretContentType: RawRepresentable, Hashable, Sendable {
 ///   different keys from concurrent tasks are all kept.
 /// - **No secret escapes.** Nothing the store logs, throws or prints contains secret bytes.
 public protocol CredentialStore: Sendable {
-    /// A short, stable name for the backend, such as `secret-service`, `file` or `memory`.
-    var backendName: String { get }
+    /// Which backend this is. A store of your own answers ``BackendKind/custom(_:)`` with a
+    /// name of its choosing, so that a ``Vault`` over it reports it as itself.
+    var backend: BackendKind { get }
 
     /// Returns the secret stored under `key`, or `nil` if there is none.
     func load(_ key: CredentialKey) async throws -> Data?
@@ -62,6 +63,10 @@ public protocol CredentialStore: Sendable {
 }
 
 extension CredentialStore {
+    /// The backend's short, stable name, such as `secret-service`, `file` or `memory`: the
+    /// ``backend``'s raw value, for messages and logs. Switch on ``backend`` instead.
+    public var backendName: String { backend.rawValue }
+
     /// Stores opaque bytes under `key`.
     public func save(_ secret: Data, for key: CredentialKey) async throws {
         try await save(secret, for: key, contentType: .binary)

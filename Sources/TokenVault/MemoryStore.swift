@@ -13,7 +13,7 @@ public actor MemoryStore: CredentialStore {
         self.entries = entries
     }
 
-    public nonisolated var backendName: String { "memory" }
+    public nonisolated var backend: BackendKind { .memory }
 
     public func load(_ key: CredentialKey) -> Data? {
         entries[key]

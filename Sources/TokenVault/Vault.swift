@@ -18,11 +18,11 @@ public struct Vault: Sendable {
     public let selection: BackendSelection
     let logger: Logger
 
-    /// A vault over a store you made yourself, for example a ``MemoryStore`` in tests.
+    /// A vault over a store you made yourself, for example a ``MemoryStore`` in tests. Its
+    /// ``selection`` reports the store's own ``CredentialStore/backend``.
     public init(store: any CredentialStore, reason: String = "chosen by the caller", logger: Logger = Vault.noopLogger) {
-        let backend = BackendSelection.Backend(rawValue: store.backendName) ?? .memory
         self.store = store
-        self.selection = BackendSelection(backend: backend, reason: reason)
+        self.selection = BackendSelection(backend: store.backend, reason: reason)
         self.logger = logger
     }
 
@@ -35,78 +35,49 @@ public struct Vault: Sendable {
     /// A logger that discards everything: the default, since a library never builds its own.
     public static let noopLogger = Logger(label: "TokenVault", factory: { _ in SwiftLogNoOpLogHandler() })
 
-    /// Opens the backend that `configuration` asks for.
+    /// Opens the backend that `configuration` leads to, as ``BackendPlan`` decides.
     ///
-    /// - `auto` probes the Secret Service and uses it if it answers and its default collection
-    ///   is unlocked; otherwise it uses the encrypted file. It never falls back to plain text.
+    /// - `auto` uses the Secret Service if it answers and its default collection is unlocked,
+    ///   and the encrypted file if there is no Secret Service. A locked collection that no prompt
+    ///   can unlock is `locked`, not a reason to use the file. It never falls back to plain text.
     /// - A backend named explicitly fails closed: if it cannot be used, this throws
     ///   `backendUnavailable` or `locked` rather than choosing another.
     ///
-    /// - Parameter probe: what ``SecretServiceStore/probe(timeout:environment:)`` already found, if
-    ///   the caller probed (to show it, say); `nil` probes here when the backend needs it.
+    /// - Parameter plan: the plan, if the caller made it already (to show it, say); `nil`
+    ///   makes it here.
     public static func open(
         _ configuration: VaultConfiguration = VaultConfiguration(),
-        probe known: SecretServiceProbe? = nil,
+        plan known: BackendPlan? = nil,
         logger: Logger = Vault.noopLogger
     ) async throws -> Vault {
-        switch configuration.backend {
-        case .memory:
+        let plan = if let known { known } else { await BackendPlan.make(for: configuration) }
+        logger.debug("backend plan", metadata: ["plan": "\(plan)"])
+        switch plan.decision {
+        case .refuse(let error):
+            throw error
+        case .use(.memory):
             return Vault(
                 store: MemoryStore(),
-                selection: BackendSelection(backend: .memory, reason: "the memory backend was requested; nothing persists"),
+                selection: BackendSelection(backend: .memory, reason: plan.reason),
                 logger: logger
             )
-        case .secretService:
-            let options = configuration.secretService
-            let probe = if let known { known } else { await SecretServiceStore.probe(timeout: configuration.probeTimeout) }
-            let reason: String
-            switch probe.outcome {
-            case .available:
-                reason = "the Secret Service was requested and is available"
-            case .locked where options.unlockPrompt && probe.canPrompt:
-                // Fail closed only when nobody could unlock it: here a prompt can be shown.
-                reason = "the Secret Service was requested; its collection is locked and will be unlocked by a prompt"
-            default:
-                throw probe.unavailableError(requestedExplicitly: true)
-            }
-            let store = try await SecretServiceStore.open(options: options, logger: logger)
+        case .use(.secretService):
+            // No fallback if it fails now: the probe found it there, so it may hold the tokens.
+            let store = try await SecretServiceStore.open(options: configuration.secretService, logger: logger)
             return Vault(
                 store: store,
-                selection: BackendSelection(backend: .secretService, reason: reason, probe: probe),
+                selection: BackendSelection(backend: .secretService, reason: plan.reason, probe: plan.probe),
                 logger: logger
             )
-        case .file:
-            return try await openFile(configuration, reason: "the encrypted file was requested", probe: nil, logger: logger)
-        case .auto:
-            let options = configuration.secretService
-            let probe = if let known { known } else { await SecretServiceStore.probe(timeout: configuration.probeTimeout) }
-            if probe.outcome == .available {
-                do {
-                    let store = try await SecretServiceStore.open(options: options, logger: logger)
-                    return Vault(
-                        store: store,
-                        selection: BackendSelection(
-                            backend: .secretService, reason: "auto: the Secret Service is available", probe: probe),
-                        logger: logger
-                    )
-                } catch let error as VaultError where error.code == .backendUnavailable || error.code == .timeout {
-                    // It went away between the probe and the connection: same as not available.
-                    logger.debug("Secret Service vanished after the probe; using the encrypted file")
-                    return try await openFile(
-                        configuration, reason: "auto: the Secret Service stopped answering (\(error.message))",
-                        probe: probe, logger: logger)
-                }
-            }
-            logger.debug("Secret Service not usable; using the encrypted file", metadata: ["probe": "\(probe.outcome)"])
-            return try await openFile(
-                configuration, reason: "auto: the Secret Service is not usable (\(probe.summary))", probe: probe, logger: logger)
+        case .use(.file):
+            return try await openFile(configuration, plan: plan, logger: logger)
+        case .use(.custom(let name)):
+            throw VaultError(.invalidInput, "A configuration cannot open the custom backend '\(name)'; use Vault(store:).")
         }
     }
 
-    private static func openFile(
-        _ configuration: VaultConfiguration, reason: String, probe: SecretServiceProbe?, logger: Logger
-    ) async throws -> Vault {
-        let path = configuration.resolvedFilePath
+    private static func openFile(_ configuration: VaultConfiguration, plan: BackendPlan, logger: Logger) async throws -> Vault {
+        let path = plan.filePath
         guard let keySource = configuration.keySource else {
             throw VaultError(
                 .backendUnavailable,
@@ -123,7 +94,7 @@ public struct Vault: Sendable {
         )
         return Vault(
             store: store,
-            selection: BackendSelection(backend: .file, reason: reason, probe: probe, filePath: path),
+            selection: BackendSelection(backend: .file, reason: plan.reason, probe: plan.probe, filePath: path),
             logger: logger
         )
     }

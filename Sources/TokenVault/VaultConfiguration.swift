@@ -14,8 +14,10 @@ public import Foundation
 public struct VaultConfiguration: Sendable {
     /// Which backend to use.
     public enum Backend: String, Sendable, CaseIterable, CustomStringConvertible {
-        /// The Secret Service if it answers and its default collection is unlocked, otherwise the
-        /// encrypted file. Never plain text.
+        /// The Secret Service if it answers and its default collection is unlocked (or a prompt
+        /// can unlock it), the encrypted file if there is no usable Secret Service, and a `locked`
+        /// error if its collection is locked with no prompt: a locked keyring may hold the
+        /// tokens, so it is not a reason to use the file. Never plain text. See ``BackendPlan``.
         case auto
         /// The desktop Secret Service (GNOME Keyring, KeePassXC, KWallet ≥ 5.97). Fails closed.
         case secretService = "secret-service"
@@ -52,7 +54,7 @@ public struct VaultConfiguration: Sendable {
     /// How to unlock the vault file.
     public var keySource: KeySource?
     /// Create the vault file (`0600`) and its directory (`0700`) when they do not exist. On by
-    /// default, so that a first ``Vault/open(_:logger:)`` just works; read-only tools turn it
+    /// default, so that a first ``Vault/open(_:plan:logger:)`` just works; read-only tools turn it
     /// off so that looking leaves nothing behind, and then a missing file is `backendUnavailable`.
     public var createIfMissing: Bool = true
     /// How long the Secret Service probe may take before it gives up.

@@ -8,6 +8,10 @@ extension VaultCommand {
         @OptionGroup var global: GlobalOptions
         @OptionGroup var entry: EntryArguments
 
+        func validate() throws {
+            try global.validateConfiguration()
+        }
+
         func run() async throws {
             let key = try entry.key()
             let vault: Vault
@@ -19,7 +23,7 @@ extension VaultCommand {
             guard try await vault.deleteSecret(for: key) else {
                 throw VaultError(.notFound, "No entry is stored for \(key).")
             }
-            Output.note("Deleted \(key).")
+            try Output.note("Deleted \(key).")
         }
     }
 }

@@ -11,6 +11,8 @@ enum ExitStatus {
     static let unavailable: Int32 = 6
     /// ArgumentParser's own code for usage and validation errors (EX_USAGE).
     static let usage: Int32 = 64
+    /// Stdout or stderr could not be written (EX_IOERR): full, closed, or its reader gone.
+    static let outputFailed: Int32 = 74
 
     static func code(for code: VaultError.Code) -> Int32 {
         switch code {
@@ -35,5 +37,7 @@ enum ExitStatus {
           6   backend unavailable or locked (no Secret Service, no key, key file
               missing, time-out)
           64  usage error
+          74  output could not be written (stdout or stderr full or closed); what
+              the command did before, such as saving a token, stays done
         """
 }

@@ -29,6 +29,10 @@ extension VaultCommand {
         /// which absorbs clock skew and the time a request takes.
         static let leeway: TimeInterval = 60
 
+        func validate() throws {
+            try global.validateConfiguration()
+        }
+
         func run() async throws {
             let key = try entry.key()
             let vault: Vault
@@ -62,7 +66,7 @@ extension VaultCommand {
                     .expired, "The token for \(key) \(state); refresh it, or use --allow-expired to print it anyway.")
             }
             guard json else {
-                Output.line(token.accessToken)
+                try Output.line(token.accessToken)
                 return
             }
             try Output.json([

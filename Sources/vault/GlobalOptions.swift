@@ -12,8 +12,8 @@ import TokenVault
 /// and how to unlock it. Each falls back to its environment variable.
 struct GlobalOptions: ParsableArguments {
     @Option(help: ArgumentHelp(
-        "auto, secret-service or file (env TOKEN_VAULT_BACKEND; default auto).", valueName: "backend"))
-    var backend: String?
+        "Which backend (env TOKEN_VAULT_BACKEND; default auto).", valueName: "backend"))
+    var backend: BackendArgument?
 
     @Option(help: ArgumentHelp(
         "The encrypted vault file (env TOKEN_VAULT_FILE; default $XDG_DATA_HOME/token-vault/tokens.vault).",
@@ -33,7 +33,20 @@ struct GlobalOptions: ParsableArguments {
         "Accept a vault, key or passphrase file that group or others can read (env TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1)."))
     var allowInsecurePermissions = false
 
+    /// Checks what the command line alone says. The root command decodes these options too
+    /// (they may stand before the subcommand), and `vault`, `vault help set` or `--help` must work
+    /// whatever the environment holds; so the environment is checked by each subcommand's
+    /// `validate()`, through ``validateConfiguration()``.
     func validate() throws {
+        if keyFile != nil && passphraseFile != nil {
+            throw ValidationError("Give --key-file or --passphrase-file, not both.")
+        }
+        if let file, file.isEmpty { throw ValidationError("--file must not be empty.") }
+    }
+
+    /// Checks the whole configuration, environment included: a usage error (exit 64) before the
+    /// command runs, for every subcommand that uses a vault.
+    func validateConfiguration() throws {
         _ = try configuration()
     }
 
@@ -56,12 +69,7 @@ struct GlobalOptions: ParsableArguments {
         } catch let error as VaultError {
             throw ValidationError(error.message)
         }
-        if let backend {
-            guard let chosen = VaultConfiguration.Backend(rawValue: backend), chosen != .memory else {
-                throw ValidationError("--backend must be auto, secret-service or file; it is '\(backend)'.")
-            }
-            configuration.backend = chosen
-        }
+        if let backend { configuration.backend = backend.backend }
         // Whatever its source: `vault` runs once and exits, so a memory vault would lose every
         // token it was given, and `vault migrate` would scrub the plist into it.
         if configuration.backend == .memory {
@@ -86,9 +94,9 @@ struct GlobalOptions: ParsableArguments {
         var configuration = try configuration()
         if forcingFile { configuration.backend = .file }
         configuration.createIfMissing = createIfMissing
-        let probe = await Self.probe(for: configuration)
-        let (usesFile, _) = Self.backendPlan(configuration, probe: probe)
-        return try await open(configuration, usesFile: usesFile, probe: probe).vault
+        let plan = await BackendPlan.make(for: configuration)
+        try Self.warn(plan)
+        return try await open(configuration, plan: plan).vault
     }
 
     /// What a read-only command finds: the vault, or no vault yet.
@@ -101,77 +109,45 @@ struct GlobalOptions: ParsableArguments {
 
     /// Opens the vault only if it exists: never creates a file or a directory, and does not ask
     /// for a passphrase for a vault that is not there. For commands that only read (and dry runs).
-    /// - Parameter probe: the Secret Service probe, if the caller already ran it (`status` shows it).
-    func openExistingVault(probe known: SecretServiceProbe? = nil) async throws -> ExistingVault {
+    /// - Parameter plan: the backend plan, if the caller already made it (`status` shows it, and
+    ///   its warnings, itself).
+    func openExistingVault(plan known: BackendPlan? = nil) async throws -> ExistingVault {
         var configuration = try configuration()
         configuration.createIfMissing = false
-        let probe = if let known { known } else { await Self.probe(for: configuration) }
-        let (usesFile, reason) = Self.backendPlan(configuration, probe: probe)
-        let path = configuration.resolvedFilePath
-        if usesFile, !Self.exists(path) {
-            return .noVaultYet(path: path, reason: reason)
+        let plan: BackendPlan
+        if let known {
+            plan = known
+        } else {
+            plan = await BackendPlan.make(for: configuration)
+            try Self.warn(plan)
         }
-        let (vault, keySource) = try await open(configuration, usesFile: usesFile, probe: probe)
+        if plan.usesFile, !plan.fileExists {
+            return .noVaultYet(path: plan.filePath, reason: plan.reason)
+        }
+        let (vault, keySource) = try await open(configuration, plan: plan)
         return .opened(vault, keySource: keySource)
     }
 
     private func open(
-        _ configuration: VaultConfiguration, usesFile: Bool, probe: SecretServiceProbe?
+        _ configuration: VaultConfiguration, plan: BackendPlan
     ) async throws -> (vault: Vault, keySource: VaultConfiguration.KeySource?) {
         var configuration = configuration
-        if configuration.keySource == nil, usesFile, let terminal = Terminal.openControllingTerminal() {
+        if configuration.keySource == nil, plan.usesFile, let terminal = Terminal.openControllingTerminal() {
             defer { SystemCall.close(terminal) }
-            configuration.keySource = .passphrase(try askPassphrase(for: configuration.resolvedFilePath, terminal: terminal))
+            let path = plan.filePath
+            configuration.keySource = .passphrase(
+                plan.fileExists
+                    ? try Terminal.readPassphrase(prompt: "Passphrase for \(path): ", terminal: terminal)
+                    : try Terminal.readNewPassphrase(
+                        prompt: "New passphrase for \(path): ", repeatPrompt: "Repeat the passphrase: ",
+                        ifTheyDiffer: "nothing was created", terminal: terminal))
         }
-        return (try await Vault.open(configuration, probe: probe), configuration.keySource)
+        return (try await Vault.open(configuration, plan: plan), configuration.keySource)
     }
 
-    /// The Secret Service probe, once per command, when the backend choice depends on it.
-    static func probe(for configuration: VaultConfiguration) async -> SecretServiceProbe? {
-        switch configuration.backend {
-        case .auto, .secretService: await SecretServiceStore.probe(timeout: configuration.probeTimeout)
-        case .file, .memory: nil
-        }
-    }
-
-    /// Whether the encrypted file will be used, and why (as `Vault.open` would put it).
-    private static func backendPlan(_ configuration: VaultConfiguration, probe: SecretServiceProbe?) -> (usesFile: Bool, reason: String) {
-        switch configuration.backend {
-        case .file: return (true, "the encrypted file was requested")
-        case .auto:
-            guard let probe else { return (true, "auto: the Secret Service was not probed") }
-            return probe.outcome == .available
-                ? (false, "auto: the Secret Service is available")
-                : (true, "auto: the Secret Service is not usable (\(probe.summary))")
-        case .secretService: return (false, "the Secret Service was requested")
-        case .memory: return (false, "the memory backend was requested")
-        }
-    }
-
-    /// Whether something is at `path`. Only a definite "no such file" counts as missing: any
-    /// other failure (such as a directory we may not search) is left for the open to report.
-    static func exists(_ path: String) -> Bool {
-        do {
-            return try SystemCall.stat(path) != nil
-        } catch {
-            return error != .notDirectory
-        }
-    }
-
-    private func askPassphrase(for path: String, terminal: Int32) throws -> SecretBytes {
-        let creating = !FileManager.default.fileExists(atPath: path)
-        let passphrase = try Terminal.readSecret(
-            prompt: creating ? "New passphrase for \(path): " : "Passphrase for \(path): ", input: terminal, output: terminal)
-        guard passphrase.count > 0 else {
-            throw VaultError(.invalidInput, "The passphrase must not be empty.")
-        }
-        if creating {
-            let again = try Terminal.readSecret(prompt: "Repeat the passphrase: ", input: terminal, output: terminal)
-            guard again == passphrase else {
-                throw VaultError(.invalidInput, "The two passphrases differ; nothing was created.")
-            }
-        }
-        return passphrase
+    /// Shows the plan's warnings on stderr.
+    private static func warn(_ plan: BackendPlan) throws {
+        for warning in plan.warnings { try Output.warning(warning) }
     }
 }
 

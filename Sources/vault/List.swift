@@ -16,13 +16,17 @@ extension VaultCommand {
         @Flag(help: "Print a JSON array of {service, account, expires_at, expired}.")
         var json = false
 
+        func validate() throws {
+            try global.validateConfiguration()
+        }
+
         func run() async throws {
             let vault: Vault
             switch try await global.openExistingVault() {
             case .opened(let opened, _): vault = opened
             case .noVaultYet(let path, _):
                 if json { try Output.json([Any]()) }
-                Output.note("No vault yet at \(path); `vault set` or `vault migrate` creates it.")
+                try Output.note("No vault yet at \(path); `vault set` or `vault migrate` creates it.")
                 return
             }
             var rows: [(key: CredentialKey, expiresAt: Date?, expired: Bool, isToken: Bool)] = []
@@ -48,7 +52,7 @@ extension VaultCommand {
                 return
             }
             guard !rows.isEmpty else {
-                Output.note(service.map { "No entries for \($0)." } ?? "The vault is empty.")
+                try Output.note(service.map { "No entries for \($0)." } ?? "The vault is empty.")
                 return
             }
             let table =
@@ -59,7 +63,7 @@ extension VaultCommand {
                         $0.isToken ? ($0.expired ? "expired" : "valid") : "secret",
                     ]
                 }
-            Output.line(Output.table(table))
+            try Output.line(Output.table(table))
         }
     }
 }

@@ -51,6 +51,7 @@ extension VaultCommand {
         var json = false
 
         func validate() throws {
+            try global.validateConfiguration()
             switch (plist, domain) {
             case (nil, nil): throw ValidationError("Give the plist to migrate with --plist PATH or --domain NAME.")
             case (_?, _?): throw ValidationError("Give --plist or --domain, not both.")
@@ -101,11 +102,11 @@ extension VaultCommand {
         }
 
         private func show(_ report: MigrationReport) throws {
-            for warning in report.warnings { Output.warning(warning) }
+            for warning in report.warnings { try Output.warning(warning) }
             if json {
                 try Output.json(encoding: report)
             } else {
-                Output.line(Self.text(report, keepSource: keepSource))
+                try Output.line(Self.text(report, keepSource: keepSource))
             }
         }
 

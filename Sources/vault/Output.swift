@@ -1,35 +1,61 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// Where `vault` writes: results to stdout, messages to stderr. Never a secret in a message.
+///
+/// Every write is checked: a stdout or stderr that cannot take the output (a full disk as with
+/// `> /dev/full`, a closed descriptor as with `2>&-`, a reader that went away) throws
+/// ``OutputFailure``, which `vault` turns into exit code 74 (EX_IOERR), never a trap.
 enum Output {
-    static func error(_ message: String) {
-        FileHandle.standardError.write(Data("vault: \(message)\n".utf8))
+    static func error(_ message: String) throws {
+        try write(Data("vault: \(message)\n".utf8), to: .standardError)
     }
 
-    static func warning(_ message: String) {
-        FileHandle.standardError.write(Data("vault: warning: \(message)\n".utf8))
+    static func warning(_ message: String) throws {
+        try write(Data("vault: warning: \(message)\n".utf8), to: .standardError)
     }
 
-    static func note(_ message: String) {
-        FileHandle.standardError.write(Data("\(message)\n".utf8))
+    static func note(_ message: String) throws {
+        try write(Data("\(message)\n".utf8), to: .standardError)
     }
 
     /// Writes `object` as pretty JSON with sorted keys to stdout.
     static func json(_ object: Any) throws {
         let data = try JSONSerialization.data(
             withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-        FileHandle.standardOutput.write(data + Data("\n".utf8))
+        try write(data + Data("\n".utf8), to: .standardOutput)
     }
 
     /// Writes an `Encodable` value as pretty JSON with sorted keys to stdout.
     static func json(encoding value: some Encodable) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        FileHandle.standardOutput.write(try encoder.encode(value) + Data("\n".utf8))
+        try write(try encoder.encode(value) + Data("\n".utf8), to: .standardOutput)
     }
 
-    static func line(_ text: String) {
-        FileHandle.standardOutput.write(Data("\(text)\n".utf8))
+    static func line(_ text: String) throws {
+        try write(Data("\(text)\n".utf8), to: .standardOutput)
+    }
+
+    /// Writes all of `data` to `stream`, retrying interrupted and partial writes.
+    static func write(_ data: Data, to stream: OutputFailure.Stream) throws {
+        try data.withUnsafeBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = Glibc.write(stream.descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                if written < 0 {
+                    let code = errno
+                    if code == EINTR { continue }
+                    throw OutputFailure(stream: stream, errno: code)
+                }
+                offset += written
+            }
+        }
     }
 
     /// An RFC 3339 timestamp in UTC.
@@ -49,4 +75,19 @@ enum Output {
             }.joined(separator: "  ")
         }.joined(separator: "\n")
     }
+}
+
+/// Stdout or stderr could not be written: exit code 74 (EX_IOERR).
+struct OutputFailure: Error, CustomStringConvertible {
+    enum Stream: String {
+        case standardOutput = "standard output"
+        case standardError = "standard error"
+
+        var descriptor: Int32 { self == .standardOutput ? STDOUT_FILENO : STDERR_FILENO }
+    }
+
+    let stream: Stream
+    let errno: Int32
+
+    var description: String { "Could not write to \(stream.rawValue): \(String(cString: strerror(errno)))." }
 }

@@ -26,7 +26,8 @@ enum RawArguments {
     /// secret typed in the wrong place) if an argument is not UTF-8.
     static func refuseNonUTF8() {
         guard let position = firstNonUTF8() else { return }
-        Output.error(
+        // If even stderr cannot take the message, the exit code still says what happened.
+        try? Output.error(
             "Argument \(position) is not valid UTF-8 (it is not repeated here). Names, paths and options must be UTF-8: bytes that are not would be repaired into U+FFFD, and two different names could then name the same entry."
         )
         VaultCommand.exit(withError: ExitCode(ExitStatus.usage))

@@ -31,9 +31,8 @@ extension VaultCommand {
         @Option(help: ArgumentHelp("A file holding the new passphrase.", valueName: "path"), completion: .file())
         var newPassphraseFile: String?
 
-        @Option(help: ArgumentHelp(
-            "Argon2id cost for a new passphrase: interactive, moderate (default) or sensitive.", valueName: "cost"))
-        var kdf: String?
+        @Option(help: ArgumentHelp("Argon2id cost for a new passphrase (default moderate).", valueName: "cost"))
+        var kdf: KDFCost?
 
         func validate() throws {
             if newKeyFile != nil && newPassphraseFile != nil {
@@ -42,19 +41,8 @@ extension VaultCommand {
             if kdf != nil, newKeyFile != nil {
                 throw ValidationError("--kdf applies to a new passphrase, not to a key file.")
             }
-            _ = try kdfParameters()
             if try global.configuration().backend == .secretService {
                 throw ValidationError("rekey applies to the encrypted file backend; the Secret Service has no key of ours to change.")
-            }
-        }
-
-        private func kdfParameters() throws -> EncryptedFileStore.KDFParameters? {
-            switch kdf {
-            case nil: return nil
-            case "interactive": return .interactive
-            case "moderate": return .moderate
-            case "sensitive": return .sensitive
-            case let other?: throw ValidationError("--kdf must be interactive, moderate or sensitive; it is '\(other)'.")
             }
         }
 
@@ -70,10 +58,9 @@ extension VaultCommand {
             guard let store = vault.store as? EncryptedFileStore else {
                 throw VaultError(.backendUnavailable, "rekey needs the encrypted file backend.")
             }
-            let kdf = try kdfParameters()
-            try await store.rekey(to: newSource, kdf: kdf)
+            try await store.rekey(to: newSource, kdf: kdf?.parameters)
             let count = try await store.keys().count
-            Output.note("Rekeyed \(path) (\(count) \(count == 1 ? "entry" : "entries")) to the \(newSource).")
+            try Output.note("Rekeyed \(path) (\(count) \(count == 1 ? "entry" : "entries")) to the \(newSource).")
         }
 
         private func newKeySource(for path: String) throws -> VaultConfiguration.KeySource {
@@ -82,16 +69,10 @@ extension VaultCommand {
             guard let terminal = Terminal.openControllingTerminal() else {
                 throw ValidationError("Give --new-key-file or --new-passphrase-file, or run at a terminal to type a new passphrase.")
             }
-            defer { _ = close(terminal) }
-            let passphrase = try Terminal.readSecret(
-                prompt: "New passphrase for \(path): ", input: terminal, output: terminal)
-            guard passphrase.count > 0 else {
-                throw VaultError(.invalidInput, "The passphrase must not be empty.")
-            }
-            let again = try Terminal.readSecret(prompt: "Repeat the new passphrase: ", input: terminal, output: terminal)
-            guard again == passphrase else {
-                throw VaultError(.invalidInput, "The two passphrases differ; the vault was not changed.")
-            }
+            defer { SystemCall.close(terminal) }
+            let passphrase = try Terminal.readNewPassphrase(
+                prompt: "New passphrase for \(path): ", repeatPrompt: "Repeat the new passphrase: ",
+                ifTheyDiffer: "the vault was not changed", terminal: terminal)
             return .passphrase(passphrase)
         }
     }

@@ -44,6 +44,7 @@ extension VaultCommand {
         var unexpected: [String] = []
 
         func validate() throws {
+            try global.validateConfiguration()
             guard unexpected.isEmpty else {
                 throw ValidationError(
                     "vault set reads the token from stdin only, never from the command line, where ps and the shell history would show it. It takes SERVICE [ACCOUNT] and the options in --help; the \(unexpected.count) other argument(s) are not repeated here. Pipe the token in: ... | vault set SERVICE [ACCOUNT]"
@@ -61,7 +62,7 @@ extension VaultCommand {
             let vault = try await global.openVault()
             try await vault.saveToken(token, for: key)
             let expiry = token.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no known expiry"
-            Output.note("Saved the token for \(key) (\(expiry)) in the \(vault.selection.backend) backend.")
+            try Output.note("Saved the token for \(key) (\(expiry)) in the \(vault.selection.backend) backend.")
         }
 
         /// Stdin, or at a terminal a line typed with echo off.

@@ -13,55 +13,62 @@ extension VaultCommand {
         @Flag(help: "Print the status as JSON.")
         var json = false
 
+        func validate() throws {
+            try global.validateConfiguration()
+        }
+
         func run() async throws {
             let configuration = try global.configuration()
-            // One probe, shown here and used to choose the backend.
-            let probe = if let needed = await GlobalOptions.probe(for: configuration) {
-                needed
-            } else {
-                await SecretServiceStore.probe(timeout: configuration.probeTimeout)
-            }
-            let path = configuration.resolvedFilePath
+            // One probe, shown here whatever the backend, and one plan: the one that opens the vault.
+            let probe = await SecretServiceStore.probe(timeout: configuration.probeTimeout)
+            let plan = await BackendPlan.make(for: configuration, probe: probe)
             var vault: Vault?
             // The key that opened the vault, which may have been typed at the terminal.
             var keySource = configuration.keySource
-            // The backend and reason when the file backend would be used but has no file yet.
-            var notCreated: (backend: String, reason: String)?
-            var failure: VaultError?
+            var failure: VaultError? = plan.refusal
             var entries: Int?
-            do {
-                switch try await global.openExistingVault(probe: probe) {
-                case .opened(let opened, let usedKey):
-                    vault = opened
-                    keySource = usedKey
-                    entries = try await opened.keys().count
-                case .noVaultYet(_, let reason):
-                    notCreated = (VaultConfiguration.Backend.file.rawValue, reason)
-                    entries = 0
+            if failure == nil {
+                do {
+                    switch try await global.openExistingVault(plan: plan) {
+                    case .opened(let opened, let usedKey):
+                        vault = opened
+                        keySource = usedKey
+                        entries = try await opened.keys().count
+                    case .noVaultYet:
+                        entries = 0
+                    }
+                } catch let error as VaultError {
+                    failure = error
                 }
-            } catch let error as VaultError {
-                failure = error
             }
-            let fileExists = GlobalOptions.exists(path)
-            let usesFile =
-                vault?.selection.backend == .file || notCreated != nil
-                || (vault == nil && configuration.backend != .secretService)
-            let backend = vault?.selection.backend.rawValue ?? notCreated?.backend
-            let reason = vault?.selection.reason ?? notCreated?.reason
+            // The backend in use: the plan's, once it opened (or has no file yet to open).
+            let backend = vault != nil || entries != nil ? plan.backend : nil
+            let reason = backend != nil || plan.refusal != nil ? plan.reason : nil
+            let noFileYet = plan.usesFile && !plan.fileExists
+            // The file is shown when it is used, or may be (the vault could not be opened), and
+            // under auto when it is there but not used.
+            let showsFile =
+                plan.usesFile
+                || (backend == nil && configuration.backend != .secretService)
+                || (configuration.backend == .auto && plan.fileExists)
 
             if json {
                 var object: [String: Any] = [
                     "requested_backend": configuration.backend.rawValue,
-                    "backend": backend.map { $0 as Any } ?? NSNull(),
+                    "backend": backend.map { $0.rawValue as Any } ?? NSNull(),
                     "reason": reason.map { $0 as Any } ?? NSNull(),
                     "secret_service": [
                         "outcome": probe.outcome.rawValue, "detail": probe.detail, "can_prompt": probe.canPrompt,
                         "elapsed_ms": Int(probe.elapsed.components.seconds * 1000 + probe.elapsed.components.attoseconds / 1_000_000_000_000_000),
                     ] as [String: Any],
                     "entries": entries.map { $0 as Any } ?? NSNull(),
+                    "warnings": plan.warnings,
                 ]
-                if usesFile {
-                    object["file"] = ["path": path, "exists": fileExists, "key": keySource?.description ?? NSNull()] as [String: Any]
+                if showsFile {
+                    object["file"] = [
+                        "path": plan.filePath, "exists": plan.fileExists, "used": plan.usesFile,
+                        "key": keySource?.description ?? NSNull(),
+                    ] as [String: Any]
                 }
                 if let failure {
                     object["error"] = ["code": "\(failure.code)", "message": failure.message]
@@ -70,21 +77,24 @@ extension VaultCommand {
             } else {
                 var rows: [[String]] = [["requested backend:", configuration.backend.rawValue]]
                 if let backend, let reason {
-                    rows.append(["backend in use:", backend + (notCreated != nil ? " (no vault file yet)" : "")])
+                    rows.append(["backend in use:", backend.rawValue + (noFileYet ? " (no vault file yet)" : "")])
                     rows.append(["why:", reason])
                 } else {
                     rows.append(["backend in use:", "none (the vault could not be opened)"])
+                    if let reason { rows.append(["why:", reason]) }
                 }
                 rows.append(["Secret Service:", probe.summary])
-                if usesFile {
-                    rows.append([
-                        "vault file:",
-                        "\(path) (\(fileExists ? "exists" : "does not exist yet; `vault set` or `vault migrate` creates it"))",
-                    ])
-                    rows.append(["key:", keySource?.description ?? "none given"])
+                if showsFile {
+                    let state =
+                        !plan.fileExists
+                        ? "does not exist yet; `vault set` or `vault migrate` creates it"
+                        : plan.usesFile || backend == nil ? "exists" : "exists, not used: auto uses the Secret Service"
+                    rows.append(["vault file:", "\(plan.filePath) (\(state))"])
+                    if plan.usesFile || backend == nil { rows.append(["key:", keySource?.description ?? "none given"]) }
                 }
                 if let entries { rows.append(["entries:", "\(entries)"]) }
-                Output.line(Output.table(rows))
+                for warning in plan.warnings { rows.append(["warning:", warning]) }
+                try Output.line(Output.table(rows))
             }
             if let failure { throw failure }
         }

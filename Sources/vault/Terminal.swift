@@ -116,6 +116,30 @@ enum Terminal {
         }
     }
 
+    /// Asks for the passphrase of an existing vault at the terminal `terminal`.
+    /// - Throws: `invalidInput` for an empty passphrase, and what ``readSecret(prompt:input:output:)`` throws.
+    static func readPassphrase(prompt: String, terminal: Int32) throws -> SecretBytes {
+        let passphrase = try readSecret(prompt: prompt, input: terminal, output: terminal)
+        guard passphrase.count > 0 else {
+            throw VaultError(.invalidInput, "The passphrase must not be empty.")
+        }
+        return passphrase
+    }
+
+    /// Asks for a new passphrase twice, the one place that does: a typing mistake in a new
+    /// passphrase would otherwise lock its owner out of the vault.
+    /// - Parameter ifTheyDiffer: what was left undone when the two differ, for the message.
+    static func readNewPassphrase(
+        prompt: String, repeatPrompt: String, ifTheyDiffer: String, terminal: Int32
+    ) throws -> SecretBytes {
+        let passphrase = try readPassphrase(prompt: prompt, terminal: terminal)
+        let again = try readSecret(prompt: repeatPrompt, input: terminal, output: terminal)
+        guard again == passphrase else {
+            throw VaultError(.invalidInput, "The two passphrases differ; \(ifTheyDiffer).")
+        }
+        return passphrase
+    }
+
     private static func show(_ fd: Int32, _ text: String) {
         var text = text
         text.withUTF8 { bytes in

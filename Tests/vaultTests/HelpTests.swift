@@ -51,8 +51,8 @@ import Testing
           <account>               The account within the service. (default: default)
 
         OPTIONS:
-          --backend <backend>     auto, secret-service or file (env
-                                  TOKEN_VAULT_BACKEND; default auto).
+          --backend <backend>     Which backend (env TOKEN_VAULT_BACKEND; default
+                                  auto). (values: auto, secret-service, file)
           --file <path>           The encrypted vault file (env TOKEN_VAULT_FILE;
                                   default $XDG_DATA_HOME/token-vault/tokens.vault).
           --key-file <path>       A file holding the file vault's 32-byte key (env
@@ -77,9 +77,10 @@ import Testing
         encrypted file.
 
         Every subcommand takes the global options --backend, --file, --key-file,
-        --passphrase-file and --allow-insecure-permissions, each of which can also come
-        from the environment (TOKEN_VAULT_BACKEND, TOKEN_VAULT_FILE,
-        TOKEN_VAULT_KEY_FILE, TOKEN_VAULT_PASSPHRASE_FILE,
+        --passphrase-file and --allow-insecure-permissions, before or after its name
+        with the same meaning (vault --backend file get github is vault get github
+        --backend file); each can also come from the environment (TOKEN_VAULT_BACKEND,
+        TOKEN_VAULT_FILE, TOKEN_VAULT_KEY_FILE, TOKEN_VAULT_PASSPHRASE_FILE,
         TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1). With no key and a terminal present,
         a file vault asks for its passphrase. A vault, key or passphrase file that
         group or others can read is refused unless --allow-insecure-permissions is
@@ -96,10 +97,25 @@ import Testing
           6   backend unavailable or locked (no Secret Service, no key, key file
               missing, time-out)
           64  usage error
+          74  output could not be written (stdout or stderr full or closed); what
+              the command did before, such as saving a token, stays done
 
-        USAGE: vault <subcommand>
+        USAGE: vault [--backend <backend>] [--file <path>] [--key-file <path>] [--passphrase-file <path>] [--allow-insecure-permissions] <subcommand>
 
         OPTIONS:
+          --backend <backend>     Which backend (env TOKEN_VAULT_BACKEND; default
+                                  auto). (values: auto, secret-service, file)
+          --file <path>           The encrypted vault file (env TOKEN_VAULT_FILE;
+                                  default $XDG_DATA_HOME/token-vault/tokens.vault).
+          --key-file <path>       A file holding the file vault's 32-byte key (env
+                                  TOKEN_VAULT_KEY_FILE).
+          --passphrase-file <path>
+                                  A file holding the file vault's passphrase (env
+                                  TOKEN_VAULT_PASSPHRASE_FILE).
+          --allow-insecure-permissions
+                                  Accept a vault, key or passphrase file that group or
+                                  others can read (env
+                                  TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1).
           --version               Show the version.
           -h, --help              Show help information.
 
@@ -139,8 +155,8 @@ import Testing
         USAGE: vault migrate <options>
 
         OPTIONS:
-          --backend <backend>     auto, secret-service or file (env
-                                  TOKEN_VAULT_BACKEND; default auto).
+          --backend <backend>     Which backend (env TOKEN_VAULT_BACKEND; default
+                                  auto). (values: auto, secret-service, file)
           --file <path>           The encrypted vault file (env TOKEN_VAULT_FILE;
                                   default $XDG_DATA_HOME/token-vault/tokens.vault).
           --key-file <path>       A file holding the file vault's 32-byte key (env

@@ -21,7 +21,7 @@ final class PseudoTerminalSession {
 
     init(
         _ sandbox: CLISandbox, _ arguments: [String], environment extra: [String: String] = [:],
-        controllingTerminal: Bool = false
+        controllingTerminal: Bool = false, runningUnder wrapper: [String] = []
     ) throws {
         let pty = try PTYCalls()
         master = pty.openpt(O_RDWR | O_NOCTTY)
@@ -39,6 +39,10 @@ final class PseudoTerminalSession {
         if controllingTerminal {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setsid")
             process.arguments = ["--wait", "--ctty", vault] + arguments
+        } else if let launcher = wrapper.first {
+            // A program that execs vault with these arguments, such as setpriv: same process id.
+            process.executableURL = URL(fileURLWithPath: launcher)
+            process.arguments = wrapper.dropFirst() + [vault] + arguments
         } else {
             process.executableURL = URL(fileURLWithPath: vault)
             process.arguments = arguments

@@ -28,7 +28,7 @@ public final class EncryptedFileStore: CredentialStore, Sendable {
     /// The largest secret this backend stores (4 MiB); larger ones are refused with `tooLarge`.
     public static let maximumSecretSize = SealedRecord.maximumSecretSize
 
-    public var backendName: String { "file" }
+    public var backend: BackendKind { .file }
 
     /// The vault file.
     public var path: String { file.path }

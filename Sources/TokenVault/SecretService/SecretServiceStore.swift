@@ -70,7 +70,7 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
     /// Tokens are a few kilobytes at most.
     public static let maximumSecretSize = 16 * 1024 * 1024
 
-    public var backendName: String { "secret-service" }
+    public var backend: BackendKind { .secretService }
 
     private let connection: Connection
     private let options: Options

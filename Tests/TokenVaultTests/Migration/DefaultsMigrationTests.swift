@@ -347,7 +347,7 @@ import TokenVault
 /// A store that hands back different bytes than it was given, as a corrupting disk would.
 actor GarblingStore: CredentialStore {
     private var entries: [CredentialKey: Data] = [:]
-    nonisolated var backendName: String { "memory" }
+    nonisolated var backend: BackendKind { .custom("garbling") }
     func load(_ key: CredentialKey) -> Data? { entries[key].map { $0 + Data([0x20]) } }
     func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) { entries[key] = secret }
     func delete(_ key: CredentialKey) -> Bool { entries.removeValue(forKey: key) != nil }

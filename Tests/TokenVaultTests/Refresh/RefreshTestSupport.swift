@@ -84,7 +84,7 @@ enum RefreshFixtures {
 /// know: freshToken must fall back to the runtime-directory lock for it.
 struct ValueTypeStore: CredentialStore {
     let inner: MemoryStore
-    var backendName: String { "tv-test-value-store" }
+    var backend: BackendKind { .custom("tv-test-value-store") }
     func load(_ key: CredentialKey) async throws -> Data? { await inner.load(key) }
     func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) async throws {
         await inner.save(secret, for: key, contentType: contentType)

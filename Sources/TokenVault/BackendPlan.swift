@@ -1,0 +1,166 @@
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
+/// Which backend a configuration leads to, why, and what the Secret Service probe found: the one
+/// place where the backend is chosen.
+///
+/// ``Vault/open(_:plan:logger:)`` opens what a plan says, and the `vault` command shows the same
+/// plan in `vault status` and uses it for every other command, so a vault is always opened the
+/// way its status describes. Making a plan opens nothing and creates nothing; it probes the
+/// Secret Service when the choice depends on it and looks whether the vault file exists.
+///
+/// The rules:
+/// - A backend named explicitly is used or refused, never replaced by another.
+/// - `auto` uses the Secret Service when its default collection is unlocked.
+/// - A locked default collection under `auto` is not an absent one: when a prompt can unlock
+///   it, the Secret Service is used (and prompts); otherwise the plan is refused with `locked`,
+///   because writing to the file then would leave one key's history in two backends unseen.
+///   Naming the file backend explicitly is the way to use the file on purpose.
+/// - Otherwise (no session bus, no provider, no default collection, no answer in time) `auto`
+///   uses the encrypted file. Nothing ever falls back to plain text.
+public struct BackendPlan: Sendable, CustomStringConvertible {
+    /// What the plan comes to.
+    public enum Decision: Sendable {
+        /// Use this backend.
+        case use(BackendKind)
+        /// Use none: opening would fail with this error (exit code 6 in the `vault` command).
+        case refuse(VaultError)
+    }
+
+    /// The backend the configuration asked for.
+    public let requested: VaultConfiguration.Backend
+    /// The backend to use, or why none can be.
+    public let decision: Decision
+    /// Why, in words.
+    public let reason: String
+    /// What the Secret Service probe found, if it ran.
+    public let probe: SecretServiceProbe?
+    /// The configuration's vault file, whether or not it is used.
+    public let filePath: String
+    /// Whether something is at ``filePath``. Only a definite "no such file" counts as absent.
+    public let fileExists: Bool
+    /// Things a person should know, such as a vault file that `auto` leaves unused.
+    public let warnings: [String]
+
+    /// The backend to use, or `nil` when the plan is refused.
+    public var backend: BackendKind? {
+        if case .use(let backend) = decision { return backend }
+        return nil
+    }
+
+    /// Whether the encrypted file will be opened.
+    public var usesFile: Bool { backend == .file }
+
+    /// The error opening would fail with, when the plan is refused.
+    public var refusal: VaultError? {
+        if case .refuse(let error) = decision { return error }
+        return nil
+    }
+
+    public var description: String { "\(backend.map(\.rawValue) ?? "none"): \(reason)" }
+
+    /// The plan for `configuration`.
+    ///
+    /// - Parameter probe: what ``SecretServiceStore/probe(timeout:environment:)`` already found,
+    ///   if the caller probed (to show it, say); `nil` probes here when the choice needs it.
+    public static func make(
+        for configuration: VaultConfiguration, probe known: SecretServiceProbe? = nil
+    ) async -> BackendPlan {
+        let path = configuration.resolvedFilePath
+        let file = configuration.backend == .memory ? FileState.absent : FileState(path)
+        var probe = known
+        if probe == nil, configuration.backend == .auto || configuration.backend == .secretService {
+            probe = await SecretServiceStore.probe(timeout: configuration.probeTimeout)
+        }
+        let (decision, reason) = decide(configuration, probe: probe)
+        var warnings: [String] = []
+        if configuration.backend == .auto, case .use(.secretService) = decision, file.holdsData {
+            warnings.append(
+                "auto uses the Secret Service, but an encrypted file vault also exists at \(path) and is not used; its tokens are reached only with --backend file (TOKEN_VAULT_BACKEND=file). Keep each token in one backend."
+            )
+        }
+        return BackendPlan(
+            requested: configuration.backend, decision: decision, reason: reason, probe: probe, filePath: path,
+            fileExists: file != .absent, warnings: warnings)
+    }
+
+    private static func decide(
+        _ configuration: VaultConfiguration, probe: SecretServiceProbe?
+    ) -> (Decision, String) {
+        switch configuration.backend {
+        case .memory:
+            return (.use(.memory), "the memory backend was requested; nothing persists")
+        case .file:
+            return (.use(.file), "the encrypted file was requested")
+        case .secretService:
+            guard let probe else { return (.use(.secretService), "the Secret Service was requested") }
+            switch probe.outcome {
+            case .available:
+                return (.use(.secretService), "the Secret Service was requested and is available")
+            case .locked where configuration.secretService.unlockPrompt && probe.canPrompt:
+                // Fail closed only when nobody could unlock it: here a prompt can be shown.
+                return (
+                    .use(.secretService),
+                    "the Secret Service was requested; its collection is locked and will be unlocked by a prompt"
+                )
+            default:
+                return (
+                    .refuse(probe.unavailableError(requestedExplicitly: true)),
+                    "the Secret Service was requested and cannot be used (\(probe.summary))"
+                )
+            }
+        case .auto:
+            guard let probe else { return (.use(.file), "auto: the Secret Service was not probed") }
+            switch probe.outcome {
+            case .available:
+                return (.use(.secretService), "auto: the Secret Service is available")
+            case .locked where configuration.secretService.unlockPrompt && probe.canPrompt:
+                return (
+                    .use(.secretService),
+                    "auto: the Secret Service's default collection is locked and will be unlocked by a prompt"
+                )
+            case .locked:
+                let reason =
+                    "auto: the Secret Service's default collection is locked (\(probe.detail)), and a locked keyring is not an absent one: tokens may be stored there"
+                return (
+                    .refuse(VaultError(
+                        .locked,
+                        "The Secret Service's default collection is locked and no unlock prompt can be shown, so auto uses no backend: writing to the encrypted file instead would keep this key's history in two places. Unlock the keyring (log in to the desktop session, or unlock the collection with your keyring tool), or use the encrypted file on purpose with --backend file (TOKEN_VAULT_BACKEND=file)."
+                    )),
+                    reason
+                )
+            default:
+                return (.use(.file), "auto: the Secret Service is not usable (\(probe.summary))")
+            }
+        }
+    }
+}
+
+/// Whether a vault file is there, without opening it.
+private enum FileState: Equatable {
+    case absent
+    case present(size: Int64)
+    /// Something is there, or may be (the path cannot be inspected): opening it will tell.
+    case unknown
+
+    init(_ path: String) {
+        var status = stat()
+        if stat(path, &status) == 0 {
+            self = .present(size: Int64(status.st_size))
+        } else {
+            self = errno == ENOENT || errno == ENOTDIR ? .absent : .unknown
+        }
+    }
+
+    /// Whether the file may hold entries: anything but an absent or empty file.
+    var holdsData: Bool {
+        switch self {
+        case .absent: false
+        case .present(let size): size > 0
+        case .unknown: true
+        }
+    }
+}
