@@ -19,6 +19,12 @@ let package = Package(
         // The command for administrators.
         .executable(name: "vault", targets: ["vault"]),
     ],
+    traits: [
+        .trait(
+            name: "Integration",
+            description: "Links the integration tests (Tests/Integration) into the test bundle. Scripts/test, which starts their daemons, enables it."
+        )
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         // Only the `vault` command uses it; a package that depends on the library does not build it.
@@ -69,8 +75,15 @@ package.targets += [
 // MARK: - Tests
 
 package.targets += [
+    // What the test targets share: finding and running the helper executables below, scratch
+    // directories, plist reading, and the conformance suite every backend passes.
+    .target(
+        name: "TokenVaultTestSupport",
+        dependencies: ["TokenVault"],
+        path: "Tests/TokenVaultTestSupport"
+    ),
     // Child processes the tests run (Tests/Helpers). Not products: `swift build --build-tests`
-    // puts them next to the test bundles, where the tests find them.
+    // puts them next to the test bundles, where TokenVaultTestSupport finds them.
     //   vault-file-stress: crash, multi-process and disk-full runs of the encrypted file.
     .executableTarget(name: "vault-file-stress", dependencies: ["TokenVault"], path: "Tests/Helpers/vault-file-stress"),
     //   secret-service-check: the store on a private bus (locked, frozen, vanished keyring).
@@ -80,7 +93,7 @@ package.targets += [
     .executableTarget(name: "tutorial-defaults", dependencies: ["TokenVault"], path: "Tests/Helpers/tutorial-defaults"),
     //   refresh-stress: one process of the cross-process refresh tests.
     .executableTarget(name: "refresh-stress", dependencies: ["TokenVault"], path: "Tests/Helpers/refresh-stress"),
-    // The example OAuth client (Examples/oauth-example), run by RefreshServerTests. Not a product.
+    // The example OAuth client (Examples/oauth-example), run by the integration tests. Not a product.
     .executableTarget(
         name: "oauth-example",
         dependencies: [
@@ -90,19 +103,32 @@ package.targets += [
         path: "Examples/oauth-example"
     ),
 
+    // Unit tests: no daemon, no server. Plain `swift test` runs them.
     .testTarget(
         name: "TokenVaultTests",
-        dependencies: ["TokenVault", "vault", "tutorial-defaults", "vault-file-stress", "secret-service-check"],
+        dependencies: ["TokenVault", "TokenVaultTestSupport", "tutorial-defaults", "vault-file-stress"],
         resources: [.copy("Fixtures")]
     ),
+    // End-to-end tests of the `vault` binary.
     .testTarget(
         name: "vaultTests",
-        dependencies: ["TokenVault", "vault", "tutorial-defaults"]
+        dependencies: ["TokenVault", "TokenVaultTestSupport", "vault", "tutorial-defaults"]
     ),
-    // Refresh tests against the real OAuth server (Tests/oauth-server) that Scripts/test starts.
+    // Integration tests (Tests/Integration): the real gnome-keyring on a private D-Bus and the
+    // test OAuth server (Tests/oauth-server), which Scripts/test starts. They are a library that
+    // the test target links only with the Integration trait (Scripts/test passes --traits
+    // Integration), so plain `swift test` runs the unit tests and says in one line how to run these.
+    .target(
+        name: "TokenVaultIntegration",
+        dependencies: ["TokenVault", "TokenVaultTestSupport"],
+        path: "Tests/Integration"
+    ),
     .testTarget(
-        name: "RefreshServerTests",
-        dependencies: ["TokenVault", "oauth-example", "refresh-stress"]
+        name: "TokenVaultIntegrationTests",
+        dependencies: [
+            .target(name: "TokenVaultIntegration", condition: .when(traits: ["Integration"])),
+            "vault", "secret-service-check", "oauth-example", "refresh-stress",
+        ]
     ),
 ]
 
