@@ -144,6 +144,22 @@ final class ChildProcess: @unchecked Sendable {
         wait()
     }
 
+    private var lineBuffer = Data()
+
+    /// The next line the child writes to `output` (blocking; run it off the cooperative pool), or
+    /// nil when `output` ends first.
+    func readLine() -> String? {
+        while true {
+            if let newline = lineBuffer.firstIndex(of: 0x0A) {
+                let line = String(decoding: lineBuffer[lineBuffer.startIndex..<newline], as: UTF8.self)
+                lineBuffer.removeSubrange(lineBuffer.startIndex...newline)
+                return line
+            }
+            guard let chunk = output?.availableData, !chunk.isEmpty else { return nil }
+            lineBuffer.append(chunk)
+        }
+    }
+
     /// Reads until `output` ends.
     func readAll() -> Data {
         output?.readDataToEndOfFile() ?? Data()

@@ -259,6 +259,11 @@ final class SecretServiceCheck: @unchecked Sendable {
         get throws { try Products.executable("secret-service-check") }
     }
 
+    /// Kills the helper with SIGKILL at once: no cleanup runs in it.
+    func kill() {
+        process.stop()
+    }
+
     /// Sends one command and waits for its answer, off the cooperative pool.
     @discardableResult
     func send(_ command: String) async throws -> Answer {
