@@ -9,6 +9,8 @@ final class TemporaryDirectory: Sendable {
         path = FuzzEntry.scratchDirectory("tokenvault-fuzz-test")
     }
 
+    func file(_ name: String) -> String { path + "/" + name }
+
     deinit {
         try? FileManager.default.removeItem(atPath: path)  // cleanup of a scratch dir, not a vault write
     }
