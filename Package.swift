@@ -2,140 +2,154 @@
 
 import PackageDescription
 
+// TokenVault builds on Linux only: the Secret Service backend is libsecret over D-Bus, and the
+// encrypted file relies on Linux's flock, fdatasync and /proc. No `platforms:` entry is declared,
+// and Sources/TokenVault/TokenVaultVersion.swift stops other systems with one `#error`.
+//
+// The root package holds the products and their tests only. Benchmarks/ and Fuzz/ are packages
+// of their own that depend on this one (`swift build --package-path Benchmarks`), and the example
+// client lives in Examples/.
+
 let package = Package(
     name: "TokenVault",
-    platforms: [.macOS(.v13)],
+    // MARK: - Products
     products: [
+        // The library: `Vault`, `CredentialStore` and its backends, `OAuthToken`, migration.
         .library(name: "TokenVault", targets: ["TokenVault"]),
+        // The command for administrators.
         .executable(name: "vault", targets: ["vault"]),
     ],
-    dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    traits: [
+        .trait(
+            name: "Integration",
+            description: "Links the integration tests (Tests/Integration) into the test bundle. Scripts/test, which starts their daemons, enables it."
+        )
     ],
-    targets: [
-        // System libraries. Both are imported `internal` only: no C type reaches the public API.
-        .systemLibrary(
-            name: "CLibSecret",
-            pkgConfig: "libsecret-1",
-            providers: [.apt(["libsecret-1-dev"])]
-        ),
-        .systemLibrary(
-            name: "CSodium",
-            pkgConfig: "libsodium",
-            providers: [.apt(["libsodium-dev"])]
-        ),
-        .target(
-            name: "TokenVault",
-            dependencies: [
-                "CLibSecret",
-                "CSodium",
-                .product(name: "Logging", package: "swift-log"),
-            ]
-        ),
-        .executableTarget(
-            name: "vault",
-            dependencies: [
-                "TokenVault",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
-        ),
-        // A child process for the encrypted file tests (crash, multi-process, disk full). Not a
-        // product: `swift build` puts it next to the test bundle, where the tests look for it.
-        .executableTarget(
-            name: "vault-file-stress",
-            dependencies: ["TokenVault"]
-        ),
-        // A child process for the Secret Service tests: the store always uses its process's session
-        // bus, so tests of a locked, frozen or vanished keyring run it on a private bus. Not a product.
-        .executableTarget(
-            name: "secret-service-check",
-            dependencies: ["TokenVault"]
-        ),
-        // Writes the token shapes that OAuth tutorials leave in UserDefaults, with Foundation's
-        // own UserDefaults, for the migration tests and Scripts/demo. Not a product.
-        .executableTarget(
-            name: "tutorial-defaults",
-            dependencies: ["TokenVault"]
-        ),
-        // An example OAuth client (device grant + refresh over URLSession) that keeps its tokens in
-        // the vault. Not a product: it shows how a client depends on TokenVault.
-        .executableTarget(
-            name: "oauth-example",
-            dependencies: [
-                "TokenVault",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
-        ),
-        // Test helper for the cross-process refresh tests. Not a product.
-        .executableTarget(
-            name: "refresh-stress",
-            dependencies: ["TokenVault"]
-        ),
-        // The TokenVault side of Scripts/bench: W1, scale, multi-process writers and the fsync
-        // floor, through the public API. Not a product: Scripts/bench builds and runs it.
-        .executableTarget(
-            name: "tokenvault-bench",
-            dependencies: ["TokenVault"]
-        ),
-        // The fuzz properties (Fuzz/FuzzHarness), shared by the libFuzzer targets and the regression
-        // tests that replay their fixtures. Not a product; uses only TokenVault's public API.
-        .target(
-            name: "FuzzHarness",
-            dependencies: ["TokenVault", "CSodium"],
-            path: "Fuzz/FuzzHarness"
-        ),
-        .testTarget(
-            name: "TokenVaultTests",
-            dependencies: [
-                "TokenVault", "FuzzHarness", "vault", "tutorial-defaults", "vault-file-stress", "secret-service-check",
-            ],
-            resources: [.copy("Fixtures")]
-        ),
-        .testTarget(
-            name: "vaultTests",
-            dependencies: ["TokenVault", "vault", "tutorial-defaults"]
-        ),
-        // Refresh tests against the real OAuth server (Tests/oauth-server) that Scripts/test starts,
-        // across processes. Depends on the executables so that they are built for it to run.
-        .testTarget(
-            name: "RefreshServerTests",
-            dependencies: ["TokenVault", "oauth-example", "refresh-stress"]
-        ),
-    ]
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // Only the `vault` command uses it; a package that depends on the library does not build it.
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: []
 )
 
-// Fuzz targets (libFuzzer) are built only by Scripts/fuzz, which sets TOKENVAULT_FUZZ: they have
-// no `main` of their own and link only with -sanitize=fuzzer. Their seeds (Fuzz/<name>/corpus)
-// are data, not sources. FuzzSeeds writes those seeds (`Scripts/fuzz seeds`).
-if Context.environment["TOKENVAULT_FUZZ"] != nil {
-    for name in ["FuzzTokenResponse", "FuzzVaultFile", "FuzzMigrationDetector"] {
-        package.products.append(.executable(name: name, targets: [name]))
-        package.targets.append(
-            .executableTarget(
-                name: name,
-                dependencies: ["FuzzHarness"],
-                path: "Fuzz/\(name)",
-                exclude: ["corpus"],
-                swiftSettings: [.unsafeFlags(["-parse-as-library"])]
-            )
-        )
-    }
-    package.targets.append(
-        .executableTarget(name: "FuzzSeeds", dependencies: ["TokenVault", "FuzzHarness"], path: "Fuzz/FuzzSeeds"))
-}
+// MARK: - Library
 
-// Strict settings, applied to every Swift target in one place (as swift-log does).
+package.targets += [
+    .target(
+        name: "TokenVault",
+        dependencies: [
+            "CLibSecret",
+            "CSodium",
+            .product(name: "Logging", package: "swift-log"),
+        ]
+    ),
+    // System libraries, imported `internal` only: no C type reaches the public API.
+    // libsecret's include path comes from its headers' absolute Debian path in shim.h, and GLib's
+    // from glib-2.0.pc: libsecret-1.pc would also bring gmodule's `-pthread`, which SwiftPM
+    // refuses with a warning in every build of every package that depends on TokenVault.
+    .systemLibrary(
+        name: "CLibSecret",
+        pkgConfig: "glib-2.0",
+        providers: [.apt(["libsecret-1-dev"])]
+    ),
+    .systemLibrary(
+        name: "CSodium",
+        pkgConfig: "libsodium",
+        providers: [.apt(["libsodium-dev"])]
+    ),
+]
+
+// MARK: - CLI
+
+package.targets += [
+    .executableTarget(
+        name: "vault",
+        dependencies: [
+            "TokenVault",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]
+    )
+]
+
+// MARK: - Tests
+
+package.targets += [
+    // What the test targets share: finding and running the helper executables below, scratch
+    // directories, plist reading, and the conformance suite every backend passes.
+    .target(
+        name: "TokenVaultTestSupport",
+        dependencies: ["TokenVault"],
+        path: "Tests/TokenVaultTestSupport"
+    ),
+    // Child processes the tests run (Tests/Helpers). Not products: `swift build --build-tests`
+    // puts them next to the test bundles, where TokenVaultTestSupport finds them.
+    //   vault-file-stress: crash, multi-process and disk-full runs of the encrypted file.
+    .executableTarget(name: "vault-file-stress", dependencies: ["TokenVault"], path: "Tests/Helpers/vault-file-stress"),
+    //   secret-service-check: the store on a private bus (locked, frozen, vanished keyring).
+    .executableTarget(name: "secret-service-check", dependencies: ["TokenVault"], path: "Tests/Helpers/secret-service-check"),
+    //   tutorial-defaults: Foundation's own UserDefaults writes the shapes OAuth tutorials leave
+    //   (migration tests, Scripts/demo).
+    .executableTarget(name: "tutorial-defaults", dependencies: ["TokenVault"], path: "Tests/Helpers/tutorial-defaults"),
+    //   refresh-stress: one process of the cross-process refresh tests.
+    .executableTarget(name: "refresh-stress", dependencies: ["TokenVault"], path: "Tests/Helpers/refresh-stress"),
+    // The example OAuth client (Examples/oauth-example), run by the integration tests. Not a product.
+    .executableTarget(
+        name: "oauth-example",
+        dependencies: [
+            "TokenVault",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ],
+        path: "Examples/oauth-example"
+    ),
+
+    // Unit tests: no daemon, no server. Plain `swift test` runs them.
+    .testTarget(
+        name: "TokenVaultTests",
+        dependencies: ["TokenVault", "TokenVaultTestSupport", "tutorial-defaults", "vault-file-stress"],
+        resources: [.copy("Fixtures")]
+    ),
+    // End-to-end tests of the `vault` binary.
+    .testTarget(
+        name: "vaultTests",
+        dependencies: ["TokenVault", "TokenVaultTestSupport", "vault", "tutorial-defaults"]
+    ),
+    // Integration tests (Tests/Integration): the real gnome-keyring on a private D-Bus and the
+    // test OAuth server (Tests/oauth-server), which Scripts/test starts. They are a library that
+    // the test target links only with the Integration trait (Scripts/test passes --traits
+    // Integration), so plain `swift test` runs the unit tests and says in one line how to run these.
+    .target(
+        name: "TokenVaultIntegration",
+        dependencies: ["TokenVault", "TokenVaultTestSupport"],
+        path: "Tests/Integration"
+    ),
+    .testTarget(
+        name: "TokenVaultIntegrationTests",
+        dependencies: [
+            .target(name: "TokenVaultIntegration", condition: .when(traits: ["Integration"])),
+            "vault", "secret-service-check", "oauth-example", "refresh-stress",
+        ]
+    ),
+]
+
+// MARK: - Strict settings
+
+// Applied to every Swift target in one place (as swift-log does). No unsafe flags: a package with
+// them cannot be depended upon by version.
+let warningsAsErrors = Context.environment["TOKENVAULT_WERROR"] != nil
 for target in package.targets where [.executable, .test, .regular].contains(target.type) {
     var settings = target.swiftSettings ?? []
     // Require `any` for existential types (SE-0335).
     settings.append(.enableUpcomingFeature("ExistentialAny"))
     // Only what a file imports is visible in it (SE-0444).
     settings.append(.enableUpcomingFeature("MemberImportVisibility"))
-    // Every public type says whether it is Sendable.
-    settings.append(.unsafeFlags(["-Xfrontend", "-require-explicit-sendable"]))
+    // Imports are internal unless written `public import` (SE-0409).
+    settings.append(.enableUpcomingFeature("InternalImportsByDefault"))
+    // Every public type says whether it is Sendable (the diagnostic group behind the old
+    // -require-explicit-sendable flag).
+    settings.append(.treatWarning("ExplicitSendable", as: warningsAsErrors ? .error : .warning))
     // CI builds with warnings as errors; local builds keep warnings as warnings.
-    if Context.environment["TOKENVAULT_WERROR"] != nil {
+    if warningsAsErrors {
         settings.append(.treatAllWarnings(as: .error))
     }
     target.swiftSettings = settings

@@ -44,6 +44,12 @@ public enum FuzzEntry: Sendable {
         return String(cString: made)
     }
 
+    /// What a fuzz target does when it was built without libFuzzer: says how to run it, exits 64.
+    public static func notBuiltForFuzzing(_ target: String) -> Never {
+        FileHandle.standardError.write(Data("\(target) is a libFuzzer target; run it with Scripts/fuzz (e.g. Scripts/fuzz 30 \(target)).\n".utf8))
+        exit(64)
+    }
+
     /// The fuzzer's input as bytes.
     public static func bytes(_ start: UnsafeRawPointer?, _ count: Int) -> [UInt8] {
         guard let start, count > 0 else { return [] }

@@ -1,5 +1,5 @@
 import Foundation
-import TokenVault
+public import TokenVault
 
 /// The property of FuzzMigrationDetector: arbitrary bytes as a defaults plist, migrated into a
 /// ``MemoryStore`` vault through the public API.

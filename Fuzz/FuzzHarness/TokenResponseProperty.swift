@@ -1,5 +1,5 @@
 import Foundation
-import TokenVault
+public import TokenVault
 
 /// The property of FuzzTokenResponse: arbitrary bytes as a token endpoint's response body.
 ///

@@ -1,4 +1,4 @@
-internal import CSodium
+internal import CSodiumFuzz
 
 /// How FuzzVaultFile turns the fuzzer's bytes into a vault file.
 ///

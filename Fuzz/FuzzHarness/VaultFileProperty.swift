@@ -1,5 +1,5 @@
 import Foundation
-import TokenVault
+public import TokenVault
 
 #if canImport(Glibc)
     import Glibc

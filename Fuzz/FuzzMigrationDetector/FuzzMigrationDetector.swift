@@ -1,5 +1,7 @@
 import FuzzHarness
 
+#if TOKENVAULT_LIBFUZZER
+
 /// The harness, with its plist in a private scratch directory.
 private let property = MigrationProperty(directory: FuzzEntry.scratchDirectory("tokenvault-fuzz-migration"))
 
@@ -12,3 +14,10 @@ public func fuzzMigrationDetector(_ start: UnsafeRawPointer?, _ count: Int) -> C
     FuzzEntry.run { _ = try await property.check(input) }
     return 0
 }
+#else
+/// Built without libFuzzer (a plain `swift build` or `swift test` of this package): says how to
+/// fuzz and exits.
+@main enum FuzzMigrationDetectorMain {
+    static func main() { FuzzEntry.notBuiltForFuzzing("FuzzMigrationDetector") }
+}
+#endif

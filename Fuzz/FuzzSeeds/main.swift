@@ -4,7 +4,7 @@
 //
 // Vault seeds are real vault files that the library wrote with the harness's fixed key, and
 // record plaintexts for the sealed-records mode (see VaultFileInput). Migration seeds are the
-// defaults shapes that OAuth tutorials leave behind (Sources/tutorial-defaults), in XML and binary.
+// defaults shapes that OAuth tutorials leave behind (Tests/Helpers/tutorial-defaults), in XML and binary.
 // Every token value here is made up.
 import Foundation
 import FuzzHarness

@@ -1,5 +1,7 @@
 import FuzzHarness
 
+#if TOKENVAULT_LIBFUZZER
+
 /// The harness, with its key file and vault file in a private scratch directory.
 private let property: VaultFileProperty = {
     do {
@@ -18,3 +20,10 @@ public func fuzzVaultFile(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     FuzzEntry.run { _ = try await property.check(input) }
     return 0
 }
+#else
+/// Built without libFuzzer (a plain `swift build` or `swift test` of this package): says how to
+/// fuzz and exits.
+@main enum FuzzVaultFileMain {
+    static func main() { FuzzEntry.notBuiltForFuzzing("FuzzVaultFile") }
+}
+#endif

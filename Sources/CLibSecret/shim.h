@@ -7,7 +7,31 @@
  * step and decide itself when an unlock prompt may be shown.
  */
 #define SECRET_API_SUBJECT_TO_CHANGE 1
-#include <libsecret/secret.h>
+
+/*
+ * libsecret's headers by their Debian path, in the order <libsecret/secret.h> includes them.
+ * Package.swift takes only GLib's include paths from pkg-config (glib-2.0.pc): libsecret-1.pc
+ * would also bring gmodule's `-pthread`, which SwiftPM drops with a "prohibited flag" warning in
+ * every build of every package that depends on TokenVault. libsecret's headers include each
+ * other by quoted name, so they are found next to one another.
+ */
+#include <glib.h>
+#define __SECRET_INSIDE_HEADER__
+#include "/usr/include/libsecret-1/libsecret/secret-attributes.h"
+#include "/usr/include/libsecret-1/libsecret/secret-collection.h"
+#include "/usr/include/libsecret-1/libsecret/secret-enum-types.h"
+#include "/usr/include/libsecret-1/libsecret/secret-item.h"
+#include "/usr/include/libsecret-1/libsecret/secret-password.h"
+#include "/usr/include/libsecret-1/libsecret/secret-prompt.h"
+#include "/usr/include/libsecret-1/libsecret/secret-retrievable.h"
+#include "/usr/include/libsecret-1/libsecret/secret-schema.h"
+#include "/usr/include/libsecret-1/libsecret/secret-schemas.h"
+#include "/usr/include/libsecret-1/libsecret/secret-service.h"
+#include "/usr/include/libsecret-1/libsecret/secret-types.h"
+#include "/usr/include/libsecret-1/libsecret/secret-value.h"
+#include "/usr/include/libsecret-1/libsecret/secret-version.h"
+#include "/usr/include/libsecret-1/libsecret/secret-paths.h"
+#undef __SECRET_INSIDE_HEADER__
 
 /*
  * A few static inline helpers, because Swift cannot call C variadic functions such as

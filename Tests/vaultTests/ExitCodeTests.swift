@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 
 /// Every exit code in the table, from the built binary.
 @Suite struct ExitCodeTests {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 
 /// `vault --help` as a snapshot, as swift-argument-parser's MathExampleTests does: the exit-code
 /// table and the subcommands are part of the interface.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 
 /// Looking must not create: `list`, `status`, `get`, `delete` and `migrate --dry-run` on a vault
 /// that does not exist yet leave no file and no directory behind. Only `set` and a real

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 
 /// `vault rekey`, run as a user would.
 @Suite struct RekeyCommandTests {

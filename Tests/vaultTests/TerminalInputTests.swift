@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 import TokenVault
 
 /// Secrets typed at a terminal: echo off, read straight into secure memory, never cut short.

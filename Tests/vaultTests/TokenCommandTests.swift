@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 import TokenVault
 
 /// `set`, `get`, `list`, `delete` and `status` against the encrypted file backend.

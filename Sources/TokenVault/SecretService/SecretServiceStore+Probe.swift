@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 internal import CLibSecret
 
 extension SecretServiceStore {

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Testing
+@testable import TokenVaultTestSupport
 @testable import TokenVault
 
 #if canImport(Glibc)
@@ -131,11 +132,20 @@ import Glibc
         let passphrase = try S.passphraseFile("pw-longer-than-8", in: dir)
         _ = try await EncryptedFileStore.open(
             path: vault, keySource: .passphraseFile(passphrase), options: .init(kdf: .init(opsLimit: 3, memoryLimit: 8 << 20)))
+        // A copy whose header asks for those 3 passes over 1 GiB (the most memory allowed by
+        // default), its unkeyed checksum recomputed as whoever can write the file would: Argon2id
+        // takes seconds on it, so the bound below fails if the passes are checked after it runs.
+        // (3 passes over 8 MiB take milliseconds, which no bound could tell apart.)
+        let costly = dir.file("costly")
+        var forged = try S.read(vault)
+        withUnsafeBytes(of: UInt64(1 << 30).littleEndian) { forged.replaceSubrange(32..<40, with: $0) }
+        forged.replaceSubrange(136..<168, with: Sodium.hash(Array(forged[0..<136])))
+        try S.write(forged, to: costly)
         let clock = ContinuousClock()
         let start = clock.now
         let error = await S.errorCode {
             _ = try await EncryptedFileStore.open(
-                path: vault, keySource: .passphraseFile(passphrase), options: .init(maximumKDFOpsLimit: 2))
+                path: costly, keySource: .passphraseFile(passphrase), options: .init(maximumKDFOpsLimit: 2))
         }
         #expect(error?.code == .invalidInput)
         #expect(error?.message.contains("3 passes") == true)

@@ -1,31 +1,11 @@
 import Foundation
 import Testing
 @testable import TokenVault
+@testable import TokenVaultTestSupport
 
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// A private scratch directory (0700) for one test, removed when the test ends.
-final class TemporaryDirectory: @unchecked Sendable {
-    let path: String
-
-    init() throws {
-        var base = NSTemporaryDirectory()
-        while base.count > 1 && base.hasSuffix("/") { base.removeLast() }
-        var template = Array((base + "/tokenvault-file-test.XXXXXX").utf8CString)
-        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw VaultError(.io, "mkdtemp failed")
-        }
-        path = String(cString: made)
-    }
-
-    deinit {
-        try? FileManager.default.removeItem(atPath: path)  // cleanup of a scratch dir, not a vault write
-    }
-
-    func file(_ name: String) -> String { path + "/" + name }
-}
 
 enum FileTestSupport {
     /// Cheap Argon2id for tests that do not measure the KDF.
@@ -43,11 +23,7 @@ enum FileTestSupport {
 
     /// A fresh random 32-byte key file, raw, at `dir/name`.
     static func keyFile(in dir: TemporaryDirectory, name: String = "key") throws -> String {
-        let path = dir.file(name)
-        var key = [UInt8](repeating: 0, count: 32)
-        for index in key.indices { key[index] = UInt8.random(in: 0...255) }
-        try write(key, to: path)
-        return path
+        try dir.keyFile(name)
     }
 
     static func passphraseFile(_ passphrase: String, in dir: TemporaryDirectory, name: String = "passphrase") throws -> String {
@@ -95,19 +71,9 @@ enum FileTestSupport {
 
     // MARK: The helper process
 
-    /// `vault-file-stress`, which `swift build` puts next to the test bundle.
+    /// `vault-file-stress` (Tests/Helpers), next to the test bundle.
     static var helperPath: String {
-        get throws {
-            let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-            var directory = executable.deletingLastPathComponent()
-            // The test bundle may be a directory (…/TokenVaultPackageTests.xctest/…) on some setups.
-            for _ in 0..<4 {
-                let candidate = directory.appendingPathComponent("vault-file-stress").path
-                if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-                directory = directory.deletingLastPathComponent()
-            }
-            throw VaultError(.io, "vault-file-stress not found near \(executable.path); run `swift build --build-tests` first")
-        }
+        get throws { try Products.executable("vault-file-stress") }
     }
 
     /// The value the helper writes for `service`/`index` (same formula as the helper).

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TokenVault
+@testable import TokenVault
 
 /// `Vault.freshToken` on a ``MemoryStore``: single flight within a process and every error path.
 @Suite struct RefreshFreshTokenTests {
@@ -26,22 +26,18 @@ import TokenVault
         let key = try RefreshFixtures.key()
         try await vault.saveToken(RefreshFixtures.expired(), for: key)
         let recorder = RefreshRecorder()
+        let witness = FlightWitness()
         let callers = 32
 
-        let tokens = try await withThrowingTaskGroup(of: OAuthToken.self) { group in
-            for _ in 0..<callers {
-                group.addTask {
-                    return try await vault.freshToken(for: key) { stale in
-                        let call = await recorder.record(stale)
-                        // Hold the refresh open while the other callers arrive: without single
-                        // flight each of them would refresh too.
-                        try await recorder.holdOpen(untilCalls: callers)
-                        return try RefreshFixtures.response(access: "access-new-\(call)", refreshToken: "refresh-\(call + 1)")
-                    }
-                }
+        let tokens = try await SingleFlight.callers(callers, witness: witness) {
+            try await vault.freshToken(for: key) { stale in
+                let call = await recorder.record(stale)
+                // Hold the refresh open until the next callers have each joined it or, without
+                // single flight, started a refresh of their own.
+                try await witness.holdRefresh(untilEvents: SingleFlight.heldUntil)
+                return try RefreshFixtures.response(access: "access-new-\(call)", refreshToken: "refresh-\(call + 1)")
             }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
+        }.map { try $0.get() }
 
         #expect(await recorder.calls == 1)
         #expect(tokens.count == callers)
@@ -58,21 +54,17 @@ import TokenVault
         let key = try RefreshFixtures.key()
         try await Vault(store: store).saveToken(RefreshFixtures.expired(), for: key)
         let recorder = RefreshRecorder()
+        let witness = FlightWitness()
 
-        let tokens = try await withThrowingTaskGroup(of: OAuthToken.self) { group in
-            for index in 0..<8 {
-                // A new Vault value over the same store for every caller.
-                let vault = Vault(store: store, reason: "copy \(index)")
-                group.addTask {
-                    return try await vault.freshToken(for: key) { stale in
-                        let call = await recorder.record(stale)
-                        try await recorder.holdOpen(untilCalls: 8)
-                        return try RefreshFixtures.response(access: "access-new-\(call)", refreshToken: "refresh-2")
-                    }
-                }
+        let tokens = try await SingleFlight.callers(8, witness: witness) {
+            // A new Vault value over the same store for every caller.
+            let vault = Vault(store: store, reason: "copy")
+            return try await vault.freshToken(for: key) { stale in
+                let call = await recorder.record(stale)
+                try await witness.holdRefresh(untilEvents: SingleFlight.heldUntil)
+                return try RefreshFixtures.response(access: "access-new-\(call)", refreshToken: "refresh-2")
             }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
+        }.map { try $0.get() }
 
         #expect(await recorder.calls == 1)
         #expect(Set(tokens.map(\.accessToken)) == ["access-new-1"])
@@ -159,23 +151,17 @@ import TokenVault
         try await vault.saveToken(RefreshFixtures.expired(), for: key)
         let before = try #require(try await vault.store.load(key))
         let recorder = RefreshRecorder()
+        let witness = FlightWitness()
 
-        let errors = await withTaskGroup(of: (any Error)?.self) { group in
-            for _ in 0..<8 {
-                group.addTask {
-                    do {
-                        _ = try await vault.freshToken(for: key) { stale in
-                            _ = await recorder.record(stale)
-                            try await recorder.holdOpen(untilCalls: 8)
-                            throw RefreshFixtures.endpointError("invalid_grant")
-                        }
-                        return nil
-                    } catch {
-                        return error
-                    }
-                }
+        let errors: [(any Error)?] = try await SingleFlight.callers(8, witness: witness) {
+            _ = try await vault.freshToken(for: key) { stale in
+                _ = await recorder.record(stale)
+                try await witness.holdRefresh(untilEvents: SingleFlight.heldUntil)
+                throw RefreshFixtures.endpointError("invalid_grant")
             }
-            return await group.reduce(into: [(any Error)?]()) { $0.append($1) }
+        }.map { result in
+            if case .failure(let error) = result { return error }
+            return nil
         }
 
         // One request, no retry loop, and every caller is told to log in again.
@@ -359,13 +345,23 @@ import TokenVault
         let key = try RefreshFixtures.key()
         try await vault.saveToken(RefreshFixtures.expired(), for: key)
         let recorder = RefreshRecorder()
+        let witness = FlightWitness()
+        let callers = 6
+        let lockDirectory = try RefreshLockDirectory.forRuntime(scope: "any").path
 
         let tokens = try await withThrowingTaskGroup(of: OAuthToken.self) { group in
-            for _ in 0..<6 {
+            for _ in 0..<callers {
                 group.addTask {
                     return try await vault.freshToken(for: key, timeout: .seconds(20)) { stale in
                         let call = await recorder.record(stale)
-                        try await recorder.holdOpen(untilCalls: 6)
+                        witness.refreshStarted()
+                        // Hold the refresh (and so the lock) until every other caller is waiting
+                        // for the lock, holding its lock file open, or, were the lock broken, has
+                        // started a refresh of its own.
+                        try await SingleFlight.holdUntil("every caller waiting for the lock or refreshing") {
+                            let waiting = SingleFlight.lockWaiters(lockDirectory).values.max() ?? 0
+                            return waiting >= callers || witness.refreshesStarted >= callers
+                        }
                         return try RefreshFixtures.response(access: "access-new-\(call)", refreshToken: "refresh-2")
                     }
                 }

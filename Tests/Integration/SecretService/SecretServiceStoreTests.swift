@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 @testable import TokenVault
 
 /// The conformance suite and the store's own behaviour, against the real gnome-keyring that
@@ -74,7 +75,7 @@ import Testing
         _ = try SharedKeyring.environment()
         let directory = try TemporaryDirectory()
         let vault = try await Vault.open(VaultConfiguration(
-            backend: .auto, filePath: directory.file("vault"), keySource: .keyFile(FileTestSupport.keyFile(in: directory)),
+            backend: .auto, filePath: directory.file("vault"), keySource: .keyFile(directory.keyFile()),
             secretService: .init(unlockPrompt: false)))
         #expect(vault.selection.backend == .secretService)
         #expect(vault.selection.reason.contains("available"))

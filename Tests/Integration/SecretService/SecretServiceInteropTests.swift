@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 @testable import TokenVault
 
 /// TokenVault and the real `secret-tool` (libsecret-tools) read each other's items through the

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 
 /// The `vault` command on the Secret Service: the real gnome-keyring that Scripts/test runs on its
 /// private session bus, reached through the bus address the child inherits.

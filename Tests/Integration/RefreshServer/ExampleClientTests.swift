@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 import TokenVault
 
 /// The `oauth-example` client, run as a user would run it, against the real authlib server.
@@ -50,7 +51,7 @@ import TokenVault
         try await withVault(setup.store, services: [service]) { scratch, vault in
             // 1. Device authorization grant: the example shows a user code and polls; the "user"
             //    approves that code on the server's verification page.
-            let login = try ChildProcess(
+            let login = try HelperProcess(
                 "oauth-example", arguments: ["login"] + common, environment: setup.environment(scratch),
                 outputPath: scratch.path("login.out"))
             try login.start()
@@ -76,7 +77,7 @@ import TokenVault
             // 2. Refresh: expire the token locally; `whoami` must refresh it through the vault.
             loggedIn.expiresAt = Date().addingTimeInterval(-1)
             try await vault.saveToken(loggedIn, for: key)
-            let whoami = try ChildProcess(
+            let whoami = try HelperProcess(
                 "oauth-example", arguments: ["whoami"] + common, environment: setup.environment(scratch),
                 outputPath: scratch.path("whoami.out"))
             try whoami.start()

@@ -7,6 +7,8 @@ import Testing
     import Darwin
 #endif
 
+// The `vault` command run as a user would run it, for the end-to-end tests.
+
 /// Runs the built `vault` binary as a user would: a separate process, its own home, config and
 /// vault file, a generated key file, the token on stdin.
 final class CLISandbox: @unchecked Sendable {
@@ -75,40 +77,15 @@ final class CLISandbox: @unchecked Sendable {
         environment extra: [String: String] = [:], withoutFileOverride: Bool = false
     ) throws -> CLIResult {
         var arguments = arguments
-        var executable = Products.directory.appendingPathComponent(name)
-        #expect(FileManager.default.isExecutableFile(atPath: executable.path), "no \(name) in \(Products.directory.path)")
+        var executable = try Products.executable(name)
         if withoutFileOverride && geteuid() == 0 {
             // root ignores file permissions; the child drops the capabilities that let it.
-            arguments = ["--bounding-set=-dac_override,-dac_read_search,-fowner", "--", executable.path] + arguments
-            executable = URL(fileURLWithPath: "/usr/bin/setpriv")
+            arguments = ["--bounding-set=-dac_override,-dac_read_search,-fowner", "--", executable] + arguments
+            executable = "/usr/bin/setpriv"
         }
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = environment.merging(extra) { $1 }
-        let input = Pipe()
-        let output = Pipe()
-        let error = Pipe()
-        if let stdinPath {
-            let fd = open(stdinPath, O_RDONLY | O_CLOEXEC)
-            #expect(fd >= 0, "cannot open \(stdinPath)")
-            process.standardInput = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
-        } else {
-            process.standardInput = input
-        }
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        if stdinPath == nil {
-            input.fileHandleForWriting.write(stdin)
-        }
-        try input.fileHandleForWriting.close()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return CLIResult(
-            status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
-            stderr: String(decoding: err, as: UTF8.self))
+        let result = try ChildProcess.run(
+            executable, arguments, environment: environment.merging(extra) { $1 }, stdin: stdin, stdinPath: stdinPath)
+        return CLIResult(status: result.status, stdout: result.stdoutText, stderr: result.stderr)
     }
 
     /// Has Foundation's `UserDefaults` write a tutorial shape for `domain` into this sandbox.
@@ -128,40 +105,4 @@ struct CLIResult: CustomStringConvertible {
 
     var json: Any? { try? JSONSerialization.jsonObject(with: Data(stdout.utf8)) }
     var description: String { "exit \(status); stderr: \(stderr)" }
-}
-
-/// Fake tokens, unique per test.
-struct FakeTokens {
-    let access = "ya29.fake-access-\(UUID().uuidString)"
-    let refresh = "1//fake-refresh-\(UUID().uuidString)"
-    var stdin: Data { Data("\(access)\n\(refresh)\n".utf8) }
-}
-
-enum Products {
-    /// The sanitizer options of a sanitized run (`TOKENVAULT_SANITIZE=… Scripts/test`), passed on
-    /// to children whose environment is otherwise built from scratch, so that a sanitized child
-    /// writes its reports where the script collects them and applies the same suppressions.
-    /// Empty in an ordinary run.
-    static let sanitizerEnvironment: [String: String] = ProcessInfo.processInfo.environment.filter {
-        ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"].contains($0.key)
-    }
-
-    /// The build products directory, which holds the test bundle and the executables.
-    static var directory: URL {
-        #if os(Linux)
-            URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-        #else
-            Bundle.allBundles.first { $0.bundlePath.hasSuffix(".xctest") }!.bundleURL.deletingLastPathComponent()
-        #endif
-    }
-}
-
-extension Data {
-    func contains(_ text: String) -> Bool { range(of: Data(text.utf8)) != nil }
-}
-
-func readPlist(_ url: URL) throws -> (dictionary: NSDictionary, format: PropertyListSerialization.PropertyListFormat) {
-    var format = PropertyListSerialization.PropertyListFormat.xml
-    let value = try PropertyListSerialization.propertyList(from: try Data(contentsOf: url), options: [], format: &format)
-    return (NSDictionary(dictionary: value as! [String: Any]), format)
 }

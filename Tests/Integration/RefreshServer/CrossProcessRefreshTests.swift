@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 // @testable only for RefreshLockDirectory: the tests check that the children lock the very file
 // that Refreshing.md documents, not just some file they happen to share.
 @testable import TokenVault
@@ -23,9 +24,9 @@ import Glibc
         processes: Int, tasks: Int = 8, lockTimeout: Double = 10, label: String
     ) async throws -> [[String: String]] {
         let goFile = scratch.path("\(label).go")
-        var children: [ChildProcess] = []
+        var children: [HelperProcess] = []
         for index in 0..<processes {
-            let child = try ChildProcess(
+            let child = try HelperProcess(
                 "refresh-stress",
                 arguments: [
                     "--server", server.url.absoluteString, "--service", service,
@@ -158,7 +159,7 @@ import Glibc
 
             // A process takes the key's lock and hangs inside its refresh, before any request.
             let holdFile = scratch.path("holding")
-            let holder = try ChildProcess(
+            let holder = try HelperProcess(
                 "refresh-stress",
                 arguments: [
                     "--server", server.url.absoluteString, "--service", key.service, "--accounts", "acct",

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 @testable import TokenVault
 
 #if canImport(Glibc)
@@ -115,7 +116,7 @@ import Glibc
         let bus = try await unlockedKeyring()
         try await bus.lockLogin()
         let directory = try TemporaryDirectory()
-        let keyFile = try FileTestSupport.keyFile(in: directory)
+        let keyFile = try directory.keyFile()
         let check = try await SecretServiceCheck.start(environment: bus.environment)
 
         let explicit = try await check.send("vault secret-service \(directory.file("vault")) \(keyFile)")
@@ -132,7 +133,7 @@ import Glibc
 
     @Test func withoutABusExplicitFailsClosedAndAutoUsesTheFile() async throws {
         let directory = try TemporaryDirectory()
-        let keyFile = try FileTestSupport.keyFile(in: directory)
+        let keyFile = try directory.keyFile()
         let check = try await SecretServiceCheck.start(environment: ["XDG_RUNTIME_DIR": directory.path, "HOME": directory.path])
 
         let open = try await check.send("open 5000 0")
@@ -152,7 +153,7 @@ import Glibc
     @Test func theVaultCommandOnALockedKeyringExitsSixQuickly() async throws {
         let bus = try await unlockedKeyring()
         try await bus.lockLogin()
-        let vault = try SecretServiceCheck.sibling("vault")
+        let vault = try Products.executable("vault")
 
         let get = try await offPool { try ChildProcess.run(vault, ["get", "github", "--backend", "secret-service"], environment: bus.environment) }
         #expect(get.status == 6, "\(get.stderr)")
@@ -161,7 +162,7 @@ import Glibc
         #expect(get.elapsed < .seconds(3))
 
         let status = try await offPool { try ChildProcess.run(vault, ["status", "--json"], environment: bus.environment) }
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])
+        let object = try #require(try JSONSerialization.jsonObject(with: status.stdout) as? [String: Any])
         #expect((object["secret_service"] as? [String: Any])?["outcome"] as? String == "locked")
         #expect((object["reason"] as? String)?.contains("locked") == true, "auto says why it does not use the keyring")
     }

@@ -57,7 +57,40 @@ enum StoreConformance {
         Case(name: "batch save keeps every entry", body: batch),
         Case(name: "many keys", body: manyKeys),
         Case(name: "concurrent writers of different keys lose nothing", body: concurrentWriters),
+        Case(name: "no secret escapes", body: noSecretEscapes),
     ]
+
+    // MARK: Guarantees that need the backend's help
+
+    /// What a backend whose entries outlive the process supplies for ``durableOnReturn(_:)``.
+    struct Storage: Sendable {
+        /// Has a child process save a secret under a key of `service` and kills it with SIGKILL
+        /// as soon as the child reports that the save has returned; returns what it saved.
+        var saveInChildThenKill: @Sendable (_ service: String) async throws -> (key: CredentialKey, secret: Data)
+        /// A new store on the same storage, as a new process would open it.
+        var reopen: @Sendable () async throws -> any CredentialStore
+    }
+
+    /// **Durable on return**: a save that returned in a process killed right after it is there
+    /// for the next process. Each persistent backend runs it (the memory store does not persist
+    /// by design): Tests/TokenVaultTests/Conformance/DurabilityConformanceTests.swift for the
+    /// encrypted file, Tests/Integration/SecretService/SecretServiceDurabilityTests.swift for the
+    /// Secret Service.
+    ///
+    /// **Failures throw** needs a failure that only the backend can cause, so each backend's own
+    /// suite checks it: the encrypted file in EncryptedFileTamperTests (every flipped byte, every
+    /// truncation, damage seen by an open store: `integrityFailure`, never absence),
+    /// EncryptedFileStoreTests (wrong key or passphrase, unreadable and foreign files, each with
+    /// its code) and EncryptedFileProcessTests (disk full); the Secret Service in
+    /// SecretServiceFailureTests (locked, frozen and vanished keyrings, no provider: each call
+    /// throws, never returns nil or false). The memory store has no failure to report.
+    static func durableOnReturn(_ storage: Storage) async throws {
+        let namespace = Namespace()
+        let (key, secret) = try await storage.saveInChildThenKill(namespace.service("durable"))
+        let store = try await storage.reopen()
+        #expect(try await store.load(key) == secret, "a save that had returned was lost when its process was killed")
+        #expect(try await store.delete(key))
+    }
 
     // MARK: Cases
 
@@ -195,6 +228,33 @@ enum StoreConformance {
             #expect(try await store.delete(key))
         }
         #expect(try await store.keys(service: ns.service()).isEmpty)
+    }
+
+    /// **No secret escapes**: what the store says about itself, its keys and the errors it throws
+    /// (a refused secret carries the marker too) never contain secret bytes.
+    static func noSecretEscapes(_ store: any CredentialStore, _ traits: Traits, _ ns: Namespace) async throws {
+        let marker = "tv-escape-\(UUID().uuidString)"
+        let key = try ns.key("escape")
+        try await store.save(Data(marker.utf8), for: key)
+        var texts = [String(describing: store), String(reflecting: store), "\(try await store.keys(service: ns.service()))"]
+        if traits.maximumSecretSize < 64 << 20 {
+            // One byte too many, the marker at both ends: refused, and the error does not quote it.
+            var tooLarge = Data(marker.utf8)
+            tooLarge.append(Data(repeating: 0x2E, count: traits.maximumSecretSize - 2 * marker.utf8.count + 1))
+            tooLarge.append(Data(marker.utf8))
+            do {
+                try await store.save(tooLarge, for: key)
+                Issue.record("a secret of \(tooLarge.count) bytes was not refused")
+            } catch let error as VaultError {
+                #expect(error.code == .tooLarge)
+                texts += [String(describing: error), String(reflecting: error), error.message]
+            }
+        }
+        for text in texts {
+            #expect(!text.contains(marker), "a secret escaped into: \(text.prefix(200))")
+        }
+        #expect(try await store.load(key) == Data(marker.utf8))
+        #expect(try await store.delete(key))
     }
 
     static func concurrentWriters(_ store: any CredentialStore, _ traits: Traits, _ ns: Namespace) async throws {

@@ -1,155 +1,11 @@
 import Foundation
 import Testing
 @testable import TokenVault
+@testable import TokenVaultTestSupport
 
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// A child process started with `posix_spawn` and a clean signal state.
-///
-/// Foundation's `Process` passes on the signal mask of the thread that starts it, and the test
-/// runner's threads block nearly every signal. A `dbus-daemon` started that way never sees
-/// `SIGCHLD`, so it waits its full activation timeout for a prompter that has long exited, and
-/// `SIGTERM` cannot stop anything. Daemons for the tests are therefore started here, with an
-/// empty mask and default dispositions, as a login session would start them.
-final class ChildProcess: @unchecked Sendable {
-    let pid: pid_t
-    /// The write end of the child's stdin, if it was asked for.
-    let input: FileHandle?
-    /// The read end of the child's stdout, if it was asked for.
-    let output: FileHandle?
-    private var status: Int32?
-
-    /// Serialises our spawns, so that no child inherits another child's pipe in the moment
-    /// between `pipe` and `FD_CLOEXEC`: a reader would then wait for the wrong process to exit.
-    private static let spawnLock = NSLock()
-
-    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which the Swift Glibc
-    /// module does not export; looked up with the C calling convention.
-    private static let closeFrom: @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32 = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else {
-            fatalError("glibc 2.34 or later is needed for posix_spawn_file_actions_addclosefrom_np")
-        }
-        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32).self)
-    }()
-
-    private static func closeOnExecPipe(_ fds: inout [Int32]) -> Bool {
-        guard pipe(&fds) == 0 else { return false }
-        return fcntl(fds[0], F_SETFD, FD_CLOEXEC) == 0 && fcntl(fds[1], F_SETFD, FD_CLOEXEC) == 0
-    }
-
-    init(_ path: String, _ arguments: [String], environment: [String: String], input wantsInput: Bool = false,
-         output wantsOutput: Bool = false, errorPath: String = "/dev/null") throws {
-        Self.spawnLock.lock()
-        defer { Self.spawnLock.unlock() }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        var stdinPipe: [Int32] = [-1, -1]
-        var stdoutPipe: [Int32] = [-1, -1]
-        if wantsInput {
-            guard Self.closeOnExecPipe(&stdinPipe) else { throw SetupFailure("pipe failed") }
-            posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
-            posix_spawn_file_actions_addclose(&actions, stdinPipe[1])
-        } else {
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        }
-        if wantsOutput {
-            guard Self.closeOnExecPipe(&stdoutPipe) else { throw SetupFailure("pipe failed") }
-            posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], 1)
-            posix_spawn_file_actions_addclose(&actions, stdoutPipe[0])
-        } else {
-            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        }
-        posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        // Nothing else of the test runner's: a daemon holding another test's pipe open would keep
-        // that test waiting for an end of file that never comes.
-        guard Self.closeFrom(&actions, 3) == 0 else { throw SetupFailure("posix_spawn_file_actions_addclosefrom_np failed") }
-
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        var all = sigset_t()
-        sigfillset(&all)
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        let argv = ([path] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.merging(Products.sanitizerEnvironment) { own, _ in own }.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
-        }
-        var child: pid_t = 0
-        let result = posix_spawn(&child, path, &actions, &attributes, argv, envp)
-        if wantsInput { close(stdinPipe[0]) }
-        if wantsOutput { close(stdoutPipe[1]) }
-        guard result == 0 else { throw SetupFailure("posix_spawn \(path) failed: \(String(cString: strerror(result)))") }
-        pid = child
-        input = wantsInput ? FileHandle(fileDescriptor: stdinPipe[1], closeOnDealloc: true) : nil
-        output = wantsOutput ? FileHandle(fileDescriptor: stdoutPipe[0], closeOnDealloc: true) : nil
-    }
-
-    var isRunning: Bool {
-        guard status == nil else { return false }
-        var raw: Int32 = 0
-        if waitpid(pid, &raw, WNOHANG) == pid {
-            status = raw
-            return false
-        }
-        return true
-    }
-
-    /// Waits for the child to end and returns its raw wait status.
-    @discardableResult
-    func wait() -> Int32 {
-        if let status { return status }
-        var raw: Int32 = 0
-        while waitpid(pid, &raw, 0) == -1 && errno == EINTR {}
-        status = raw
-        return raw
-    }
-
-    func kill(_ signal: Int32) {
-        guard isRunning else { return }
-        _ = Glibc.kill(pid, signal)
-    }
-
-    /// Ends the child at once and reaps it.
-    func stop() {
-        kill(SIGCONT)
-        kill(SIGKILL)
-        wait()
-    }
-
-    /// Runs `path` to its end with stdout and stderr captured: a command-line run, timed.
-    static func run(_ path: String, _ arguments: [String], environment: [String: String]) throws
-        -> (status: Int32, stdout: String, stderr: String, elapsed: Duration)
-    {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tv-run-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }  // scratch cleanup
-        let errorFile = directory.appendingPathComponent("stderr").path
-        let clock = ContinuousClock()
-        let start = clock.now
-        let child = try ChildProcess(path, arguments, environment: environment, output: true, errorPath: errorFile)
-        let output = child.readAll()
-        let raw = child.wait()
-        let elapsed = clock.now - start
-        let status: Int32 = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : -1
-        let errors = (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? ""
-        return (status, String(decoding: output, as: UTF8.self), errors, elapsed)
-    }
-
-    /// Reads until `output` ends.
-    func readAll() -> Data {
-        output?.readDataToEndOfFile() ?? Data()
-    }
-}
 
 /// The real gnome-keyring-daemon that Scripts/test starts on its private session bus.
 enum SharedKeyring {
@@ -400,18 +256,12 @@ final class SecretServiceCheck: @unchecked Sendable {
     }
 
     static var path: String {
-        get throws { try sibling("secret-service-check") }
+        get throws { try Products.executable("secret-service-check") }
     }
 
-    /// An executable that `swift build` puts next to the test bundle.
-    static func sibling(_ name: String) throws -> String {
-        var directory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-        for _ in 0..<4 {
-            let candidate = directory.appendingPathComponent(name).path
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-            directory = directory.deletingLastPathComponent()
-        }
-        throw SetupFailure("\(name) not found; run `swift build --build-tests` first")
+    /// Kills the helper with SIGKILL at once: no cleanup runs in it.
+    func kill() {
+        process.stop()
     }
 
     /// Sends one command and waits for its answer, off the cooperative pool.
@@ -434,29 +284,5 @@ final class SecretServiceCheck: @unchecked Sendable {
             throw SetupFailure("not a JSON object: \(String(decoding: line, as: UTF8.self))")
         }
         return Answer(fields: object)
-    }
-}
-
-/// A test fixture that could not be set up. Thrown (not recorded) because it may happen on a
-/// thread of its own, outside the test's task.
-struct SetupFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-/// Runs blocking fixture work (starting daemons, waiting on pipes) on a thread of its own, so that
-/// it never occupies the cooperative pool that the code under test and its time bounds rely on.
-func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
-}
-
-func offPoolNoThrow(_ body: @escaping @Sendable () -> Void) async {
-    await withCheckedContinuation { continuation in
-        Thread {
-            body()
-            continuation.resume()
-        }.start()
     }
 }

@@ -1,0 +1,28 @@
+// swift-tools-version:6.2
+
+import PackageDescription
+
+// The TokenVault side of Scripts/bench (W1, scale, multi-process writers and the fsync floor),
+// through the public API only: a package of its own that depends on TokenVault as any client
+// would, so the root manifest holds the products alone (as swift-log's Benchmarks/ does).
+// Scripts/bench builds it in release mode; bench.py and peers.py drive it and the Python peers.
+let package = Package(
+    name: "TokenVaultBenchmarks",
+    products: [
+        .executable(name: "tokenvault-bench", targets: ["tokenvault-bench"])
+    ],
+    dependencies: [
+        .package(name: "TokenVault", path: "../")
+    ],
+    targets: [
+        .executableTarget(
+            name: "tokenvault-bench",
+            dependencies: [.product(name: "TokenVault", package: "TokenVault")],
+            swiftSettings: [
+                .enableUpcomingFeature("ExistentialAny"),
+                .enableUpcomingFeature("MemberImportVisibility"),
+                .enableUpcomingFeature("InternalImportsByDefault"),
+            ]
+        )
+    ]
+)
