@@ -25,6 +25,9 @@ extension VaultCommand {
         @Flag(help: "Print the token even if it has expired.")
         var allowExpired = false
 
+        @Flag(help: "Refresh the token first if it expires within 60 s (needs a stored refresh description).")
+        var fresh = false
+
         /// A token this close to its expiry counts as expired: the library's default leeway,
         /// which absorbs clock skew and the time a request takes.
         static let leeway: TimeInterval = 60
@@ -39,7 +42,7 @@ extension VaultCommand {
             }
             let stored: OAuthToken?
             do {
-                stored = try await vault.token(for: key)
+                stored = fresh ? try await RefreshCLI.freshToken(vault, key: key, leeway: Self.leeway) : try await vault.token(for: key)
             } catch let error as VaultError where error.code == .invalidInput {
                 throw VaultError(
                     error.code,
