@@ -155,6 +155,8 @@ class State:
         self.refresh_times = {}
         # authorization code -> AuthorizationCode
         self.codes = {}
+        # user code -> polls seen, kept after the device code is used
+        self.device_polls = {}
 
     def counters(self, user):
         return self.stats.setdefault(
@@ -420,7 +422,8 @@ def create_app(expires_in):
                 if credential is not None:
                     grant = STATE.user_grants.get(credential["user_code"])
                     STATE.counters(grant[0] if grant else "(pending)")["device_polls"] += 1
-                    credential["polls"] = credential.get("polls", 0) + 1
+                    code = credential["user_code"]
+                    STATE.device_polls[code] = STATE.device_polls.get(code, 0) + 1
             response = server.create_token_response()
             if is_refresh:
                 counters = STATE.counters(user)
@@ -475,10 +478,7 @@ def create_app(expires_in):
     def device_stats():
         user_code = request.args.get("user_code", "").strip().upper()
         with STATE_LOCK:
-            credential = next((c for c in STATE.device_codes.values() if c["user_code"] == user_code), None)
-            if credential is None:
-                return jsonify(error="unknown or used user code"), 404
-            return jsonify(polls=credential.get("polls", 0))
+            return jsonify(polls=STATE.device_polls.get(user_code, 0))
 
     @app.get("/authorize")
     def authorize():
