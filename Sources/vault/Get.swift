@@ -41,8 +41,13 @@ extension VaultCommand {
                 throw VaultError(.notFound, "No token is stored for \(key): there is no vault yet at \(path).")
             }
             let stored: OAuthToken?
+            var refreshed = false
             do {
-                stored = fresh ? try await RefreshCLI.freshToken(vault, key: key, leeway: Self.leeway) : try await vault.token(for: key)
+                if fresh {
+                    (stored, refreshed) = try await RefreshCLI.freshToken(vault, key: key, leeway: Self.leeway)
+                } else {
+                    stored = try await vault.token(for: key)
+                }
             } catch let error as VaultError where error.code == .invalidInput {
                 throw VaultError(
                     error.code,
@@ -53,7 +58,8 @@ extension VaultCommand {
                 throw VaultError(.notFound, "No token is stored for \(key).")
             }
             let now = Date()
-            let expired = token.isExpired(at: now, leeway: Self.leeway)
+            // A token --fresh just got from the server is as fresh as the server makes them.
+            let expired = token.isExpired(at: now, leeway: refreshed ? 0 : Self.leeway)
             if expired && !allowExpired {
                 let state: String
                 if let expiresAt = token.expiresAt, expiresAt > now {

@@ -141,13 +141,14 @@ enum RefreshCLI {
     }
 
     /// `vault get --fresh`: a token valid for at least `leeway`, refreshed under the lock if it
-    /// needs to be. An entry without a refresh description is returned as stored, so that `get`
-    /// reports its expiry as it always has.
-    static func freshToken(_ vault: Vault, key: CredentialKey, leeway: TimeInterval) async throws -> OAuthToken? {
+    /// needs to be, and whether it came through the refresh path (then it is as fresh as the
+    /// server issues them, which may be less than `leeway`). An entry without a refresh
+    /// description is returned as stored, so that `get` reports its expiry as it always has.
+    static func freshToken(_ vault: Vault, key: CredentialKey, leeway: TimeInterval) async throws -> (OAuthToken?, Bool) {
         do {
-            return try await vault.freshToken(for: key, leeway: leeway)
+            return (try await vault.freshToken(for: key, leeway: leeway), true)
         } catch let error as VaultError where error.code == .expired || error.code == .notFound {
-            return try await vault.token(for: key)
+            return (try await vault.token(for: key), false)
         }
     }
 }
