@@ -12,7 +12,9 @@ extension Vault {
     /// request.setValue("\(token.tokenType) \(token.accessToken)", forHTTPHeaderField: "Authorization")
     /// ```
     ///
-    /// TokenVault makes no HTTP request itself: `refresh` is yours. It receives the stored token
+    /// This is the closure form, for clients that make the request themselves; an entry saved with
+    /// a ``RefreshDescription`` is refreshed by the vault itself with
+    /// ``freshToken(for:leeway:timeout:client:)``. Here `refresh` is yours. It receives the stored token
     /// (with its refresh token) and returns the token built from the server's response, usually
     /// with ``OAuthToken/init(tokenResponse:receivedAt:)``. TokenVault merges the two with
     /// ``OAuthToken/updated(byRefresh:)``, so a response without a new refresh token keeps the old
@@ -40,13 +42,14 @@ extension Vault {
     /// - Throws: ``VaultError`` with code
     ///   - `notFound` when nothing is stored under `key`;
     ///   - `reauthenticationRequired` when the server rejected the refresh with `invalid_grant`
-    ///     (the OAuth error is ``VaultError/oauthError``), or when the token has expired and holds
+    ///     (the OAuth error is ``VaultError/oauthError``; the verdict is stored with the entry, so
+    ///     no process presents that refresh token again), or when the token has expired and holds
     ///     no usable refresh token; the user must log in again, and nothing is retried;
     ///   - `timeout` when the per-key lock stayed taken for longer than `timeout`;
     ///   - `invalidInput` when the entry is not a token.
     ///
     ///   Any other error thrown by `refresh` is passed on unchanged. When `refresh` throws, the
-    ///   stored token is left as it was.
+    ///   stored token is left as it was (apart from an `invalid_grant` verdict stored beside it).
     public func freshToken(
         for key: CredentialKey,
         leeway: TimeInterval = 60,
