@@ -51,6 +51,9 @@ extension VaultCommand {
             guard let description = try refresh.description() else {
                 throw ValidationError("vault login needs --token-url and --client-id.")
             }
+            // Open (or create) the vault first: a passphrase is asked before the login, and a vault
+            // that cannot be opened fails before the user approves anything.
+            let vault = try await global.openVault()
             let client = TokenEndpointClient()
             let token: OAuthToken
             if let deviceURL {
@@ -74,7 +77,6 @@ extension VaultCommand {
                     }
                 }
             }
-            let vault = try await global.openVault()
             try await vault.saveToken(token, for: key, refresh: description)
             let expiry = token.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no known expiry"
             Output.note("Logged in; saved the token for \(key) (\(expiry)) in the \(vault.selection.backend) backend.")

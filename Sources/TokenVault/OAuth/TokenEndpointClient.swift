@@ -124,7 +124,7 @@ public struct TokenEndpointClient: Sendable {
             try Task.checkCancellation()
             var wait: Duration?
             do {
-                let (data, response) = try await session.data(for: request)
+                let (data, response) = try await Self.send(request, session: session, timeout: requestTimeout)
                 let receivedAt = clock.now()
                 guard let http = response as? HTTPURLResponse else {
                     throw VaultError(.httpError, "\(where_) did not answer with HTTP.")
@@ -179,6 +179,23 @@ public struct TokenEndpointClient: Sendable {
         throw VaultError(
             .networkFailure,
             "\(where_) failed \(maximumAttempts) time(s); the last attempt: \(lastReason). Check the network and the endpoint, then try again.")
+    }
+
+    /// Sends `request`, bounded by `timeout` on a clock of its own: URLSession's own time-out is
+    /// an idle timer that a loaded machine can stretch, and a caller was promised a bound.
+    private static func send(_ request: URLRequest, session: URLSession, timeout: Duration) async throws -> (Data, URLResponse) {
+        try await withThrowingTaskGroup(of: (Data, URLResponse)?.self) { group in
+            group.addTask { try await session.data(for: request) }
+            group.addTask {
+                try await Task.sleep(for: timeout + .milliseconds(100))
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let result = first else {
+                throw URLError(.timedOut)
+            }
+            return result
+        }
     }
 
     /// What an OAuth error response means for the caller.
