@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 import TokenVault
 
@@ -24,7 +25,7 @@ import FoundationNetworking
         return (vault, key, token, user)
     }
 
-    private func code(of body: () async throws -> Void) async -> (VaultError.Code?, String) {
+    func code(of body: () async throws -> Void) async -> (VaultError.Code?, String) {
         do {
             try await body()
             return (nil, "")
@@ -207,6 +208,61 @@ import FoundationNetworking
         }
         #expect(code == .networkFailure)
         #expect(message.contains("refused"), "\(message)")
+    }
+}
+
+/// Keeps every log line, message and metadata, as text.
+final class RefreshLogCapture: LogHandler, @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: [String] = []
+    var lines: [String] { lock.withLock { stored } }
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let merged = metadata.merging(event.metadata ?? [:]) { $1 }
+        lock.withLock { stored.append("\(event.level) \(event.message) \(merged)") }
+    }
+}
+
+extension RefreshGrantTests {
+    @Test func logsAndErrorsShowNoSecret() async throws {
+        let server = try TestOAuthServer.require()
+        let capture = RefreshLogCapture()
+        let vault = Vault(store: MemoryStore(), logger: Logger(label: "test") { _ in capture })
+        let user = uniqueName("logs")
+        let key = try CredentialKey(service: "grant", account: user)
+        let wrong = "tv-wrong-secret-logs-4242"
+        var secrets = [TestOAuthServer.confidentialSecret, wrong]
+        var messages: [String] = []
+
+        let first = try await server.login(user: user, confidential: true)
+        try await vault.saveToken(first, for: key, refresh: try server.confidentialClient())
+        let refreshed = try await vault.refreshToken(for: key)
+        secrets += [first.accessToken, try #require(first.refreshToken), refreshed.accessToken, try #require(refreshed.refreshToken)]
+
+        // invalid_client with a wrong secret, then invalid_grant with a spent refresh token.
+        try await vault.saveToken(refreshed, for: key, refresh: try server.confidentialClient(secret: wrong))
+        let (refused, message) = await code { _ = try await vault.refreshToken(for: key) }
+        #expect(refused == .configurationError)
+        messages.append(message)
+        try await vault.saveToken(refreshed, for: key, refresh: try server.confidentialClient())
+        _ = try await server.refreshBehindTheVault(refreshed, confidential: true)
+        let (rejected, rejectedMessage) = await code { _ = try await vault.refreshToken(for: key) }
+        #expect(rejected == .reauthenticationRequired)
+        messages.append(rejectedMessage)
+
+        #expect(!capture.lines.isEmpty, "the vault logged its refreshes")
+        for text in capture.lines + messages + [String(describing: try await vault.refreshDescription(for: key))] {
+            for secret in secrets {
+                #expect(!text.contains(secret), "a secret shows in: \(text)")
+            }
+        }
     }
 }
 

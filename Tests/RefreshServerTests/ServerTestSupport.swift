@@ -131,6 +131,18 @@ struct TestOAuthServer: Sendable {
         try #require(status == 200)
     }
 
+    /// Refreshes `token` behind the vault's back with the confidential client, spending its refresh token.
+    func refreshBehindTheVault(_ token: OAuthToken, confidential: Bool) async throws -> OAuthToken {
+        var form = ["grant_type": "refresh_token", "refresh_token": try #require(token.refreshToken), "client_id": Self.clientID]
+        if confidential {
+            form["client_id"] = Self.confidentialClientID
+            form["client_secret"] = Self.confidentialSecret
+        }
+        let (data, status) = try await post("token", form)
+        try #require(status == 200)
+        return try OAuthToken(tokenResponse: data)
+    }
+
     /// Approves a device user code as `user` would in a browser.
     func approveDevice(userCode: String, as user: String) async throws {
         let (_, status) = try await post("device", ["user_code": userCode, "username": user, "approve": "yes"])
