@@ -8,8 +8,9 @@ import Glibc
 #endif
 
 /// `vault get --fresh`, `vault refresh`, `vault set --token-url` and `vault login`, run as the
-/// built binary against the real authlib server.
-@Suite(.serialized) struct CLIRefreshTests {
+/// built binary against the real authlib server. Part of the serialized cross-process suite, so
+/// that its eight processes never share the test keyring with another many-process test.
+extension RefreshCrossProcessTests {
     /// Runs `vault` with `arguments` and waits for it; stdin from `input` if given.
     private func run(
         _ scratch: VaultScratch, _ arguments: [String], store: SharedStore = .encryptedFile, input: Data? = nil, label: String

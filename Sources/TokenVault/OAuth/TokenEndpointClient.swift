@@ -182,19 +182,72 @@ public struct TokenEndpointClient: Sendable {
     }
 
     /// Sends `request`, bounded by `timeout` on a clock of its own: URLSession's own time-out is
-    /// an idle timer that a loaded machine can stretch, and a caller was promised a bound.
+    /// an idle timer that a loaded machine can stretch, and a caller was promised a bound. The
+    /// first of the answer and the deadline wins; the loser is cancelled and not waited for.
     private static func send(_ request: URLRequest, session: URLSession, timeout: Duration) async throws -> (Data, URLResponse) {
-        try await withThrowingTaskGroup(of: (Data, URLResponse)?.self) { group in
-            group.addTask { try await session.data(for: request) }
-            group.addTask {
-                try await Task.sleep(for: timeout + .milliseconds(100))
-                return nil
+        let race = Race()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Data, URLResponse), any Error>) in
+                race.set(continuation)
+                race.add(Task {
+                    do {
+                        race.finish(.success(try await session.data(for: request)))
+                    } catch {
+                        race.finish(.failure(error))
+                    }
+                })
+                race.add(Task {
+                    try? await Task.sleep(for: timeout + .milliseconds(100))
+                    race.finish(.failure(URLError(.timedOut)))
+                })
             }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let result = first else {
-                throw URLError(.timedOut)
+        } onCancel: {
+            race.finish(.failure(CancellationError()))
+        }
+    }
+
+    /// Resumes a continuation once, with whichever result comes first, and cancels the rest.
+    private final class Race: @unchecked Sendable {
+        private let lock = NSLock()
+        private var continuation: CheckedContinuation<(Data, URLResponse), any Error>?
+        private var pending: Result<(Data, URLResponse), any Error>?
+        private var tasks: [Task<Void, Never>] = []
+        private var done = false
+
+        func set(_ continuation: CheckedContinuation<(Data, URLResponse), any Error>) {
+            lock.lock()
+            if let pending {
+                lock.unlock()
+                continuation.resume(with: pending)
+                return
             }
-            return result
+            self.continuation = continuation
+            lock.unlock()
+        }
+
+        func add(_ task: Task<Void, Never>) {
+            lock.lock()
+            let cancel = done
+            if !cancel { tasks.append(task) }
+            lock.unlock()
+            if cancel { task.cancel() }
+        }
+
+        func finish(_ result: Result<(Data, URLResponse), any Error>) {
+            lock.lock()
+            guard !done else {
+                lock.unlock()
+                return
+            }
+            done = true
+            let continuation = self.continuation
+            self.continuation = nil
+            if continuation == nil { pending = result }
+            let losers = tasks
+            tasks = []
+            lock.unlock()
+            for task in losers { task.cancel() }
+            continuation?.resume(with: result)
         }
     }
 
