@@ -33,6 +33,9 @@ public struct VaultError: Error, Sendable, CustomStringConvertible, CustomDebugS
             case tokenEndpointError = "token-endpoint-error"
             case reauthenticationRequired = "reauthentication-required"
             case cancelled
+            case configurationError = "configuration-error"
+            case networkFailure = "network-failure"
+            case httpError = "http-error"
         }
 
         private let base: Base
@@ -82,6 +85,15 @@ public struct VaultError: Error, Sendable, CustomStringConvertible, CustomDebugS
         public static let reauthenticationRequired = Code(.reauthenticationRequired)
         /// The operation was cancelled.
         public static let cancelled = Code(.cancelled)
+        /// The client or endpoint configuration is wrong: the token endpoint refused the client
+        /// (`invalid_client`, `unauthorized_client`), or an endpoint is plain `http` off loopback.
+        public static let configurationError = Code(.configurationError)
+        /// The token endpoint could not be reached, timed out or kept failing (HTTP 5xx, 429)
+        /// after the bounded retries.
+        public static let networkFailure = Code(.networkFailure)
+        /// The token endpoint answered with an HTTP error that is not an OAuth error response,
+        /// such as an HTML error page.
+        public static let httpError = Code(.httpError)
 
         /// A stable identifier such as `not-found`, suitable for JSON output and logs.
         public var description: String { base.rawValue }

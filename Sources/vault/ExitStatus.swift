@@ -9,6 +9,8 @@ enum ExitStatus {
     static let authenticationFailed: Int32 = 4
     static let integrityFailure: Int32 = 5
     static let unavailable: Int32 = 6
+    /// The refresh token was rejected (or there is none): only a new login helps.
+    static let reauthenticationRequired: Int32 = 7
     /// ArgumentParser's own code for usage and validation errors (EX_USAGE).
     static let usage: Int32 = 64
     /// Stdout or stderr could not be written (EX_IOERR): full, closed, or its reader gone.
@@ -20,7 +22,8 @@ enum ExitStatus {
         case .expired: expired
         case .authenticationFailed: authenticationFailed
         case .integrityFailure, .notAVault, .truncated, .unsupportedVersion, .emptyFile: integrityFailure
-        case .backendUnavailable, .locked, .keyFileMissing, .timeout: unavailable
+        case .backendUnavailable, .locked, .keyFileMissing, .timeout, .networkFailure: unavailable
+        case .reauthenticationRequired: reauthenticationRequired
         default: other
         }
     }
@@ -35,7 +38,9 @@ enum ExitStatus {
           5   integrity failure (vault file tampered with, corrupt, truncated, empty
               or not a vault)
           6   backend unavailable or locked (no Secret Service, no key, key file
-              missing, time-out)
+              missing, time-out, token endpoint unreachable after retries)
+          7   reauthentication required (the refresh token was rejected or is
+              missing: run vault login again)
           64  usage error
           74  output could not be written (stdout or stderr full or closed); what
               the command did before, such as saving a token, stays done

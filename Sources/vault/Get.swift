@@ -25,6 +25,9 @@ extension VaultCommand {
         @Flag(help: "Print the token even if it has expired.")
         var allowExpired = false
 
+        @Flag(help: "Refresh the token first if it expires within 60 s (needs a stored refresh description).")
+        var fresh = false
+
         /// A token this close to its expiry counts as expired: the library's default leeway,
         /// which absorbs clock skew and the time a request takes.
         static let leeway: TimeInterval = 60
@@ -42,8 +45,13 @@ extension VaultCommand {
                 throw VaultError(.notFound, "No token is stored for \(key): there is no vault yet at \(path).")
             }
             let stored: OAuthToken?
+            var refreshed = false
             do {
-                stored = try await vault.token(for: key)
+                if fresh {
+                    (stored, refreshed) = try await RefreshCLI.freshToken(vault, key: key, leeway: Self.leeway)
+                } else {
+                    stored = try await vault.token(for: key)
+                }
             } catch let error as VaultError where error.code == .invalidInput {
                 throw VaultError(
                     error.code,
@@ -54,7 +62,8 @@ extension VaultCommand {
                 throw VaultError(.notFound, "No token is stored for \(key).")
             }
             let now = Date()
-            let expired = token.isExpired(at: now, leeway: Self.leeway)
+            // A token --fresh just got from the server is as fresh as the server makes them.
+            let expired = token.isExpired(at: now, leeway: refreshed ? 0 : Self.leeway)
             if expired && !allowExpired {
                 let state: String
                 if let expiresAt = token.expiresAt, expiresAt > now {

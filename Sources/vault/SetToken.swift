@@ -34,6 +34,7 @@ extension VaultCommand {
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var entry: EntryArguments
+        @OptionGroup var refresh: RefreshOptions
 
         @Option(help: ArgumentHelp("For a bare token, or a response without expires_in: its lifetime.", valueName: "seconds"))
         var expiresIn: Int?
@@ -59,8 +60,9 @@ extension VaultCommand {
             let key = try entry.key()
             let input = try readInput()
             let token = try Self.token(from: input, expiresIn: expiresIn)
+            let description = try refresh.description()
             let vault = try await global.openVault()
-            try await vault.saveToken(token, for: key)
+            try await vault.saveToken(token, for: key, refresh: description)
             let expiry = token.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no known expiry"
             try Output.note("Saved the token for \(key) (\(expiry)) in the \(vault.selection.backend) backend.")
         }

@@ -16,11 +16,28 @@ memory and every client is public. What it does, and what the tests rely on:
   page at ``/device`` where the "user" approves a user code (the tests post to it).
 * ``GET /api/me`` is a protected resource: it answers 200 with the user name for a live
   access token and 401 for an unknown, expired or revoked one.
+* A confidential client, ``tokenvault-confidential``, authenticates with client_secret_basic or
+  client_secret_post (its secret is CONFIDENTIAL_SECRET); a wrong secret gets ``invalid_client``.
+* The authorization code grant with PKCE (S256 required) at ``GET /authorize``, for loopback
+  redirect URIs ``http://127.0.0.1:<any port>/callback`` (RFC 8252 §7.3). The test plays the
+  browser: it adds ``user=NAME`` (and ``deny=1`` to refuse) to the URL the client built, and
+  follows the redirect.
+* Test-controlled behaviour, per user, for that user's refresh requests (``POST /faults``):
+  ``kind=status500|status503|status429|html|hang`` with ``count`` (how many requests it hits)
+  and ``retry_after`` (seconds, for 429/503); ``kind=no_rotation`` makes refreshes keep the
+  refresh token. A ``hang`` holds the request without answering (for ``hang_seconds``, default
+  30) and then drops it. Device codes (``POST /device/control``): ``slow_down_next=1`` answers
+  the next poll with ``slow_down``, ``rate_limit=off`` stops answering fast polls with
+  ``slow_down``, ``expire=1`` expires the code now.
+* /stats also counts the refresh requests that a fault answered (``faults_served``), the
+  device polls per user code (``GET /device/stats?user_code=``), and gives the arrival times of a
+  user's refresh requests (``refresh_times``), so tests can check back-off server-side.
 
 It never logs token values: request logging is off, and /stats reports only counts.
 """
 
 import argparse
+import hmac
 import logging
 import os
 import signal
@@ -28,9 +45,11 @@ import sys
 import threading
 import time
 import uuid
+from urllib.parse import urlparse
 
 from authlib.integrations.flask_oauth2 import AuthorizationServer
-from authlib.oauth2.rfc6749 import ClientMixin, TokenMixin, grants
+from authlib.oauth2.rfc6749 import AuthorizationCodeMixin, ClientMixin, TokenMixin, grants
+from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oauth2.rfc8628 import (
     DEVICE_CODE_GRANT_TYPE,
     DeviceAuthorizationEndpoint,
@@ -42,7 +61,10 @@ from werkzeug.serving import make_server
 
 TEST_PASSWORD = "test-password"
 PUBLIC_CLIENT_ID = "tokenvault-example"
-GRANT_TYPES = ["password", "refresh_token", DEVICE_CODE_GRANT_TYPE]
+CONFIDENTIAL_CLIENT_ID = "tokenvault-confidential"
+CONFIDENTIAL_SECRET = "tv-confidential-secret-8d1f0c2b"
+GRANT_TYPES = ["password", "refresh_token", DEVICE_CODE_GRANT_TYPE, "authorization_code"]
+AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post"]
 
 # One lock around all state. Token requests are handled one at a time, so reuse detection and
 # the counters are exact even when many clients refresh at once.
@@ -63,16 +85,20 @@ class Client(ClientMixin):
         return scope or ""
 
     def check_redirect_uri(self, redirect_uri):
-        return False
+        # RFC 8252 §7.3: any port on the loopback address.
+        parsed = urlparse(redirect_uri or "")
+        return parsed.scheme == "http" and parsed.hostname == "127.0.0.1" and parsed.path == "/callback"
 
     def check_client_secret(self, client_secret):
-        return False
+        return self.client_id == CONFIDENTIAL_CLIENT_ID and hmac.compare_digest(client_secret, CONFIDENTIAL_SECRET)
 
     def check_endpoint_auth_method(self, method, endpoint):
+        if self.client_id == CONFIDENTIAL_CLIENT_ID:
+            return method in ("client_secret_basic", "client_secret_post")
         return method == "none"
 
     def check_response_type(self, response_type):
-        return False
+        return response_type == "code"
 
     def check_grant_type(self, grant_type):
         return grant_type in GRANT_TYPES
@@ -123,6 +149,14 @@ class State:
         # device code -> DeviceCredentialDict, user code -> (user, approved)
         self.device_codes = {}
         self.user_grants = {}
+        # user name -> list of pending faults [{"kind", "retry_after", "hang_seconds"}], flags
+        self.faults = {}
+        self.no_rotation = set()
+        self.refresh_times = {}
+        # authorization code -> AuthorizationCode
+        self.codes = {}
+        # user code -> polls seen, kept after the device code is used
+        self.device_polls = {}
 
     def counters(self, user):
         return self.stats.setdefault(
@@ -136,6 +170,8 @@ class State:
                 "tokens_issued": 0,
                 "device_authorizations": 0,
                 "device_polls": 0,
+                "faults_served": 0,
+                "codes_issued": 0,
             },
         )
 
@@ -150,7 +186,7 @@ STATE = State()
 
 
 def query_client(client_id):
-    if client_id == PUBLIC_CLIENT_ID:
+    if client_id in (PUBLIC_CLIENT_ID, CONFIDENTIAL_CLIENT_ID):
         return Client(client_id)
     return None
 
@@ -172,7 +208,7 @@ def save_token(fields, oauth_request):
 
 
 class PasswordGrant(grants.ResourceOwnerPasswordCredentialsGrant):
-    TOKEN_ENDPOINT_AUTH_METHODS = ["none"]
+    TOKEN_ENDPOINT_AUTH_METHODS = AUTH_METHODS
 
     def authenticate_user(self, username, password):
         if username and password == TEST_PASSWORD:
@@ -181,7 +217,7 @@ class PasswordGrant(grants.ResourceOwnerPasswordCredentialsGrant):
 
 
 class RotatingRefreshTokenGrant(grants.RefreshTokenGrant):
-    TOKEN_ENDPOINT_AUTH_METHODS = ["none"]
+    TOKEN_ENDPOINT_AUTH_METHODS = AUTH_METHODS
     INCLUDE_NEW_REFRESH_TOKEN = True
 
     def authenticate_refresh_token(self, refresh_token):
@@ -193,17 +229,73 @@ class RotatingRefreshTokenGrant(grants.RefreshTokenGrant):
             STATE.counters(token.user)["reuse_detected"] += 1
             STATE.revoke_family(token.family)
             return None
+        # Per user, the tests may ask for refreshes that keep the refresh token (no rotation).
+        self.INCLUDE_NEW_REFRESH_TOKEN = token.user not in STATE.no_rotation
         return token
 
     def authenticate_user(self, refresh_token):
         return refresh_token.user
 
     def revoke_old_credential(self, refresh_token):
-        refresh_token.refresh_spent = True
+        if self.INCLUDE_NEW_REFRESH_TOKEN:
+            refresh_token.refresh_spent = True
+        else:
+            # Without rotation the old refresh token stays; it now also serves the new access token.
+            STATE.by_refresh[refresh_token.refresh_token] = refresh_token
+
+
+class AuthorizationCode(AuthorizationCodeMixin):
+    def __init__(self, code, client_id, redirect_uri, scope, user, challenge, method):
+        self.code = code
+        self.client_id = client_id
+        self.redirect_uri = redirect_uri
+        self.scope = scope
+        self.user = user
+        self.code_challenge = challenge
+        self.code_challenge_method = method
+        self.expires_at = time.time() + 120
+
+    def get_redirect_uri(self):
+        return self.redirect_uri
+
+    def get_scope(self):
+        return self.scope
+
+    def is_expired(self):
+        return time.time() > self.expires_at
+
+
+class PKCEAuthorizationCodeGrant(grants.AuthorizationCodeGrant):
+    TOKEN_ENDPOINT_AUTH_METHODS = AUTH_METHODS
+
+    def save_authorization_code(self, code, request):
+        with STATE_LOCK:
+            STATE.codes[code] = AuthorizationCode(
+                code,
+                request.client.get_client_id(),
+                request.payload.redirect_uri,
+                request.payload.scope or "",
+                request.user,
+                request.payload.data.get("code_challenge"),
+                request.payload.data.get("code_challenge_method"),
+            )
+            STATE.counters(request.user)["codes_issued"] += 1
+
+    def query_authorization_code(self, code, client):
+        found = STATE.codes.get(code)
+        if found is not None and found.client_id == client.get_client_id() and not found.is_expired():
+            return found
+        return None
+
+    def delete_authorization_code(self, authorization_code):
+        STATE.codes.pop(authorization_code.code, None)
+
+    def authenticate_user(self, authorization_code):
+        return authorization_code.user
 
 
 class ApprovingDeviceCodeGrant(DeviceCodeGrant):
-    TOKEN_ENDPOINT_AUTH_METHODS = ["none"]
+    TOKEN_ENDPOINT_AUTH_METHODS = AUTH_METHODS
 
     def query_device_credential(self, device_code):
         return STATE.device_codes.get(device_code)
@@ -215,6 +307,11 @@ class ApprovingDeviceCodeGrant(DeviceCodeGrant):
         now = time.time()
         last = credential.get("last_poll")
         credential["last_poll"] = now
+        if credential.get("slow_down_next"):
+            credential["slow_down_next"] = False
+            return True
+        if credential.get("rate_limit") == "off":
+            return False
         return last is not None and now - last < credential["interval"] - 0.2
 
     def create_token_response(self):
@@ -225,7 +322,7 @@ class ApprovingDeviceCodeGrant(DeviceCodeGrant):
 
 
 class TestDeviceAuthorizationEndpoint(DeviceAuthorizationEndpoint):
-    CLIENT_AUTH_METHODS = ["none"]
+    CLIENT_AUTH_METHODS = AUTH_METHODS
     EXPIRES_IN = 600
     INTERVAL = 1
 
@@ -247,15 +344,71 @@ def create_app(expires_in):
         "password": expires_in,
         "refresh_token": expires_in,
         DEVICE_CODE_GRANT_TYPE: expires_in,
+        "authorization_code": expires_in,
     }
     server = AuthorizationServer(app, query_client=query_client, save_token=save_token)
     server.register_grant(PasswordGrant)
     server.register_grant(RotatingRefreshTokenGrant)
     server.register_grant(ApprovingDeviceCodeGrant)
+    server.register_grant(PKCEAuthorizationCodeGrant, [CodeChallenge(required=True)])
     server.register_endpoint(TestDeviceAuthorizationEndpoint)
+
+    def take_fault():
+        """The fault due for this refresh request, if a test asked for one. Counted as a refresh request."""
+        if request.form.get("grant_type") != "refresh_token":
+            return None
+        with STATE_LOCK:
+            known = STATE.by_refresh.get(request.form.get("refresh_token", ""))
+            user = known.user if known is not None else None
+            pending = STATE.faults.get(user) if user else None
+            if not pending:
+                return None
+            fault = pending.pop(0)
+            counters = STATE.counters(user)
+            counters["refresh_requests"] += 1
+            counters["faults_served"] += 1
+            STATE.refresh_times.setdefault(user, []).append(time.time())
+            return fault
+
+    def fault_response(fault):
+        kind = fault["kind"]
+        if kind == "hang":
+            # Never answer within the client's time-out; outside the state lock, so nobody else waits.
+            threading.Event().wait(fault.get("hang_seconds", 30))
+            return "", 504
+        if kind == "html":
+            page = "<!DOCTYPE html><html><head><title>403 Forbidden</title></head><body><h1>Forbidden</h1></body></html>"
+            return page, 403, {"Content-Type": "text/html; charset=utf-8"}
+        status = {"status500": 500, "status503": 503, "status429": 429}[kind]
+        headers = {"Content-Type": "text/html"}
+        if fault.get("retry_after") is not None:
+            headers["Retry-After"] = str(fault["retry_after"])
+        return f"<html><body>{status}</body></html>", status, headers
+
+    @app.post("/faults")
+    def faults():
+        user = request.form.get("user", "")
+        kind = request.form.get("kind", "")
+        if not user or kind not in ("status500", "status503", "status429", "html", "hang", "no_rotation"):
+            return jsonify(error="need user and a known kind"), 400
+        with STATE_LOCK:
+            if kind == "no_rotation":
+                STATE.no_rotation.add(user)
+            else:
+                fault = {"kind": kind}
+                if request.form.get("retry_after"):
+                    fault["retry_after"] = int(request.form["retry_after"])
+                if request.form.get("hang_seconds"):
+                    fault["hang_seconds"] = float(request.form["hang_seconds"])
+                for _ in range(int(request.form.get("count", "1"))):
+                    STATE.faults.setdefault(user, []).append(dict(fault))
+        return jsonify(ok=True)
 
     @app.post("/token")
     def token():
+        fault = take_fault()
+        if fault is not None:
+            return fault_response(fault)
         with STATE_LOCK:
             is_refresh = request.form.get("grant_type") == "refresh_token"
             user = None
@@ -263,11 +416,14 @@ def create_app(expires_in):
                 known = STATE.by_refresh.get(request.form.get("refresh_token", ""))
                 user = known.user if known is not None else "(unknown)"
                 STATE.counters(user)["refresh_requests"] += 1
+                STATE.refresh_times.setdefault(user, []).append(time.time())
             elif request.form.get("grant_type") == DEVICE_CODE_GRANT_TYPE:
                 credential = STATE.device_codes.get(request.form.get("device_code", ""))
                 if credential is not None:
                     grant = STATE.user_grants.get(credential["user_code"])
                     STATE.counters(grant[0] if grant else "(pending)")["device_polls"] += 1
+                    code = credential["user_code"]
+                    STATE.device_polls[code] = STATE.device_polls.get(code, 0) + 1
             response = server.create_token_response()
             if is_refresh:
                 counters = STATE.counters(user)
@@ -303,6 +459,39 @@ def create_app(expires_in):
                 STATE.counters(username)["device_authorizations"] += 1
         return jsonify(approved=approved)
 
+    @app.post("/device/control")
+    def device_control():
+        user_code = request.form.get("user_code", "").strip().upper()
+        with STATE_LOCK:
+            credential = next((c for c in STATE.device_codes.values() if c["user_code"] == user_code), None)
+            if credential is None:
+                return jsonify(error="unknown user code"), 400
+            if request.form.get("slow_down_next") == "1":
+                credential["slow_down_next"] = True
+            if request.form.get("rate_limit"):
+                credential["rate_limit"] = request.form["rate_limit"]
+            if request.form.get("expire") == "1":
+                credential["expires_at"] = time.time() - 1
+        return jsonify(ok=True)
+
+    @app.get("/device/stats")
+    def device_stats():
+        user_code = request.args.get("user_code", "").strip().upper()
+        with STATE_LOCK:
+            return jsonify(polls=STATE.device_polls.get(user_code, 0))
+
+    @app.get("/authorize")
+    def authorize():
+        # The test plays the user: user=NAME logs in and approves, deny=1 refuses.
+        user = request.args.get("user", "")
+        with STATE_LOCK:
+            try:
+                grant = server.get_consent_grant(end_user=user or None)
+            except Exception as error:  # an invalid request is answered, never redirected
+                return jsonify(error=getattr(error, "error", "invalid_request")), 400
+            grant_user = None if request.args.get("deny") == "1" or not user else user
+            return server.create_authorization_response(grant_user=grant_user, grant=grant)
+
     @app.get("/api/me")
     def me():
         header = request.headers.get("Authorization", "")
@@ -319,7 +508,7 @@ def create_app(expires_in):
         with STATE_LOCK:
             if user is None:
                 return jsonify(users=sorted(STATE.stats))
-            return jsonify(STATE.counters(user))
+            return jsonify(dict(STATE.counters(user), refresh_times=STATE.refresh_times.get(user, [])))
 
     @app.get("/health")
     def health():

@@ -45,7 +45,7 @@ import Testing
 
           curl -s -d ... "$TOKEN_URL" | vault set github octocat
 
-        USAGE: vault set [--backend <backend>] [--file <path>] [--key-file <path>] [--passphrase-file <path>] [--allow-insecure-permissions] <service> [<account>] [--expires-in <seconds>]
+        USAGE: vault set [<options>] <service> [<account>]
 
         ARGUMENTS:
           <service>               The service, such as github.
@@ -65,6 +65,17 @@ import Testing
                                   Accept a vault, key or passphrase file that group or
                                   others can read (env
                                   TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1).
+          --token-url <url>       The token endpoint, for refreshing the token (https,
+                                  or http on loopback).
+          --client-id <id>        The OAuth client id.
+          --client-secret-file <path>
+                                  A file holding the client secret (readable by you
+                                  alone). It is sealed in the entry with the token.
+          --client-auth <method>  How the client secret is sent: basic
+                                  (client_secret_basic, the default) or post.
+          --scope <scope>         The scope to ask for.
+          --param <name=value>    An extra parameter for every token request, such as
+                                  resource=https://api.example.com (repeatable).
           --expires-in <seconds>  For a bare token, or a response without expires_in:
                                   its lifetime.
           --version               Show the version.
@@ -96,7 +107,9 @@ import Testing
           5   integrity failure (vault file tampered with, corrupt, truncated, empty
               or not a vault)
           6   backend unavailable or locked (no Secret Service, no key, key file
-              missing, time-out)
+              missing, time-out, token endpoint unreachable after retries)
+          7   reauthentication required (the refresh token was rejected or is
+              missing: run vault login again)
           64  usage error
           74  output could not be written (stdout or stderr full or closed); what
               the command did before, such as saving a token, stays done
@@ -133,6 +146,10 @@ import Testing
                                   into the vault.
           rekey                   Change the key or passphrase of an encrypted file
                                   vault.
+          login                   Log in with OAuth and store the token with how to
+                                  refresh it.
+          refresh                 Refresh a stored token now, with the refresh
+                                  description stored with it.
 
           See 'vault help <subcommand>' for detailed help.
 

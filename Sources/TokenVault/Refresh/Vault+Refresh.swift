@@ -12,7 +12,9 @@ extension Vault {
     /// request.setValue("\(token.tokenType) \(token.accessToken)", forHTTPHeaderField: "Authorization")
     /// ```
     ///
-    /// TokenVault makes no HTTP request itself: `refresh` is yours. It receives the stored token
+    /// This is the closure form, for clients that make the request themselves; an entry saved with
+    /// a ``RefreshDescription`` is refreshed by the vault itself with
+    /// ``freshToken(for:leeway:timeout:client:)``. Here `refresh` is yours. It receives the stored token
     /// (with its refresh token) and returns the token built from the server's response, usually
     /// with ``OAuthToken/init(tokenResponse:receivedAt:)``. TokenVault merges the two with
     /// ``OAuthToken/updated(byRefresh:)``, so a response without a new refresh token keeps the old
@@ -40,13 +42,14 @@ extension Vault {
     /// - Throws: ``VaultError`` with code
     ///   - `notFound` when nothing is stored under `key`;
     ///   - `reauthenticationRequired` when the server rejected the refresh with `invalid_grant`
-    ///     (the OAuth error is ``VaultError/oauthError``), or when the token has expired and holds
+    ///     (the OAuth error is ``VaultError/oauthError``; the verdict is stored with the entry, so
+    ///     no process presents that refresh token again), or when the token has expired and holds
     ///     no usable refresh token; the user must log in again, and nothing is retried;
     ///   - `timeout` when the per-key lock stayed taken for longer than `timeout`;
     ///   - `invalidInput` when the entry is not a token.
     ///
     ///   Any other error thrown by `refresh` is passed on unchanged. When `refresh` throws, the
-    ///   stored token is left as it was.
+    ///   stored token is left as it was (apart from an `invalid_grant` verdict stored beside it).
     public func freshToken(
         for key: CredentialKey,
         leeway: TimeInterval = 60,
@@ -59,24 +62,57 @@ extension Vault {
         if !seen.isExpired(leeway: leeway) {
             return seen
         }
+        return try await flight(
+            key, need: .expiring(leeway: leeway, seen: seen), timeout: timeout, now: { Date() },
+            operation: { entry in try await refresh(entry.token) })
+    }
+
+    /// What makes a flight refresh, once it holds the lock and has read the entry again.
+    enum RefreshNeed: Sendable {
+        /// The token expires within `leeway` (and was `seen` so before the lock).
+        case expiring(leeway: TimeInterval, seen: OAuthToken)
+        /// Always: an explicit refresh.
+        case always
+        /// Only if the stored access token is still this one, which the resource server refused.
+        case stillAccessToken(String)
+    }
+
+    /// The flight itself, shared by every caller in this process for `key`: lock, read again,
+    /// refresh only if still needed, save, unlock.
+    func flight(
+        _ key: CredentialKey,
+        need: RefreshNeed,
+        timeout: Duration,
+        now: @escaping @Sendable () -> Date,
+        operation: @escaping @Sendable (StoredEntry) async throws -> OAuthToken
+    ) async throws -> OAuthToken {
         let coordination = try refreshCoordination()
         let vault = self
         return try await coordination.coordinator.run(key) {
             try await vault.refreshUnderLock(
-                key, seen: seen, leeway: leeway, coordinator: coordination.coordinator,
-                lockDirectory: coordination.lockDirectory, timeout: timeout, refresh: refresh)
+                key, need: need, now: now, coordinator: coordination.coordinator,
+                lockDirectory: coordination.lockDirectory, timeout: timeout, operation: operation)
         }
     }
 
-    /// The flight itself: lock, read again, refresh only if still needed, save, unlock.
+    /// The stored entry under `key` with its refresh description and verdict, or nil.
+    func storedEntry(for key: CredentialKey) async throws -> StoredEntry? {
+        guard let data = try await store.load(key) else { return nil }
+        do {
+            return try StoredEntry(storedForm: data)
+        } catch let error as VaultError where error.code == .integrityFailure {
+            throw VaultError(.invalidInput, "The entry \(key) holds an opaque secret, not a token.", underlying: error)
+        }
+    }
+
     private func refreshUnderLock(
         _ key: CredentialKey,
-        seen: OAuthToken,
-        leeway: TimeInterval,
+        need: RefreshNeed,
+        now: @Sendable () -> Date,
         coordinator: RefreshCoordinator,
         lockDirectory: RefreshLockDirectory?,
         timeout: Duration,
-        refresh: @Sendable (OAuthToken) async throws -> OAuthToken
+        operation: @Sendable (StoredEntry) async throws -> OAuthToken
     ) async throws -> OAuthToken {
         var lock: RefreshLock?
         if let lockDirectory {
@@ -84,25 +120,40 @@ extension Vault {
         }
         defer { lock?.release() }
 
-        guard let current = try await token(for: key) else {
+        guard let entry = try await storedEntry(for: key) else {
             throw Self.noToken(key)
         }
-        if !current.isExpired(leeway: leeway) {
-            logger.debug("token was refreshed by another caller while waiting", metadata: ["key": "\(key)"])
-            return current
+        let current = entry.token
+        let date = now()
+        switch need {
+        case .expiring(let leeway, let seen):
+            if !current.isExpired(at: date, leeway: leeway) {
+                logger.debug("token was refreshed by another caller while waiting", metadata: ["key": "\(key)"])
+                return current
+            }
+            let changed = current.accessToken != seen.accessToken || current.refreshToken != seen.refreshToken
+            if changed && !current.isExpired(at: date, leeway: 0) {
+                // Another process refreshed while we waited, and the server's tokens are shorter-lived
+                // than the leeway. Refreshing again would only burn a refresh token.
+                logger.debug("using the token another caller just refreshed", metadata: ["key": "\(key)"])
+                return current
+            }
+        case .stillAccessToken(let failed):
+            if current.accessToken != failed {
+                logger.debug("the refused access token was already replaced", metadata: ["key": "\(key)"])
+                return current
+            }
+        case .always:
+            break
         }
-        let changed = current.accessToken != seen.accessToken || current.refreshToken != seen.refreshToken
-        if changed && !current.isExpired(leeway: 0) {
-            // Another process refreshed while we waited, and the server's tokens are shorter-lived
-            // than the leeway. Refreshing again would only burn a refresh token.
-            logger.debug("using the token another caller just refreshed", metadata: ["key": "\(key)"])
-            return current
+        if let rejection = try entry.refreshTokenRejected() {
+            throw Self.reauthenticationRequired(key, rejection)
         }
-        guard current.canRefresh else {
-            let why = current.refreshToken == nil ? "holds no refresh token" : "its refresh token has expired too"
+        guard current.canRefresh(at: date) else {
+            let why = current.refreshToken == nil ? "holds no refresh token" : "its refresh token has expired"
             throw VaultError(
                 .reauthenticationRequired,
-                "The token for \(key) has expired and \(why); log in again to get a new one.")
+                "The token for \(key) cannot be refreshed: it \(why); log in again to get a new one.")
         }
 
         if let rejection = await coordinator.rejection(of: current.refreshToken) {
@@ -112,7 +163,7 @@ extension Vault {
         logger.debug("refreshing token", metadata: ["key": "\(key)"])
         let response: OAuthToken
         do {
-            response = try await refresh(current)
+            response = try await operation(entry)
         } catch {
             logger.debug("refresh failed; the stored token is unchanged", metadata: ["key": "\(key)"])
             let failure = Self.refreshFailure(error, key: key)
@@ -120,12 +171,14 @@ extension Vault {
                 let oauthError = failure.oauthError
             {
                 await coordinator.rememberRejected(current.refreshToken, oauthError)
+                await storeVerdict(oauthError, on: entry, key: key, at: date)
             }
             throw failure
         }
         let updated = current.updated(byRefresh: response)
         do {
-            try await saveToken(updated, for: key)
+            try await store.save(
+                StoredEntry(token: updated, refresh: entry.refresh).storedForm(), for: key, contentType: .json)
         } catch {
             // The server may have rotated the refresh token, and the new one is now only in memory.
             logger.error(
@@ -134,6 +187,24 @@ extension Vault {
             throw error
         }
         return updated
+    }
+
+    /// Stores the server's rejection of the entry's refresh token with the entry, the token itself
+    /// untouched, so that no process presents that refresh token again. Still under the lock.
+    private func storeVerdict(_ oauthError: OAuthErrorResponse, on entry: StoredEntry, key: CredentialKey, at date: Date) async {
+        guard let refreshToken = entry.token.refreshToken else { return }
+        do {
+            var marked = entry
+            marked.rejection = RefreshRejection(
+                error: oauthError.error, errorDescription: oauthError.errorDescription,
+                refreshTokenHash: try RefreshRejection.hash(refreshToken), at: Int64(date.timeIntervalSince1970.rounded()))
+            try await store.save(marked.storedForm(), for: key, contentType: .json)
+        } catch {
+            // The caller is told to log in again either way; this process also remembers it.
+            logger.error(
+                "could not store the server's rejection of a refresh token; another process may present it once more",
+                metadata: ["key": "\(key)", "code": "\((error as? VaultError)?.code.description ?? "other")"])
+        }
     }
 
     /// The coordinator and lock location for this vault's store.
@@ -164,7 +235,7 @@ extension Vault {
         return (RefreshCoordinatorRegistry.shared.coordinator(for: identity), lockDirectory)
     }
 
-    private static func noToken(_ key: CredentialKey) -> VaultError {
+    static func noToken(_ key: CredentialKey) -> VaultError {
         VaultError(.notFound, "No token is stored under \(key); log in first.")
     }
 
@@ -172,7 +243,7 @@ extension Vault {
     private static func refreshFailure(_ error: any Error, key: CredentialKey) -> any Error {
         let oauthError: OAuthErrorResponse?
         if let error = error as? VaultError {
-            oauthError = error.code == .tokenEndpointError ? error.oauthError : nil
+            oauthError = [.tokenEndpointError, .reauthenticationRequired].contains(error.code) ? error.oauthError : nil
         } else {
             oauthError = error as? OAuthErrorResponse
         }

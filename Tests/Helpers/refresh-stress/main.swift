@@ -7,6 +7,9 @@
 //   refresh-stress --server URL --service S --accounts a,b --tasks 8 --leeway 1 \
 //                  --lock-timeout 10 --ready-file F --go-file G [--hold-file H]
 //
+// With --stored-description, callers use the refresh description stored with the entry
+// (Vault.freshToken(for:) with no closure): the library makes the request itself.
+//
 // With --hold-file, a single caller refreshes, creates H from inside its refresh (while holding
 // the key's lock) and then hangs there until it is killed.
 //
@@ -32,10 +35,15 @@ struct Arguments {
     var readyFile = ""
     var goFile = ""
     var holdFile: String?
+    var storedDescription = false
 
     init(_ arguments: [String]) throws {
         var iterator = arguments.dropFirst().makeIterator()
         while let name = iterator.next() {
+            if name == "--stored-description" {
+                storedDescription = true
+                continue
+            }
             guard let value = iterator.next() else { throw Failure("missing value for \(name)") }
             switch name {
             case "--server": server = value
@@ -141,9 +149,15 @@ func run() async throws {
                     ]
                     do {
                         let key = try CredentialKey(service: arguments.service, account: account)
-                        let token = try await vault.freshToken(for: key, leeway: arguments.leeway, timeout: timeout) {
-                            stale in
-                            try await refresh(stale, server: server)
+                        let token: OAuthToken
+                        if arguments.storedDescription {
+                            token = try await vault.freshToken(
+                                for: key, leeway: arguments.leeway, timeout: timeout, client: TokenEndpointClient())
+                        } else {
+                            token = try await vault.freshToken(for: key, leeway: arguments.leeway, timeout: timeout) {
+                                stale in
+                                try await refresh(stale, server: server)
+                            }
                         }
                         fields["ok"] = "true"
                         fields["access"] = fingerprint(token.accessToken)

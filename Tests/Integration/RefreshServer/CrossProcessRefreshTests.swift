@@ -21,7 +21,7 @@ import Glibc
     /// the same moment, and returns every caller's record.
     private func stress(
         _ server: TestOAuthServer, _ scratch: VaultScratch, _ store: SharedStore, service: String, accounts: [String],
-        processes: Int, tasks: Int = 8, lockTimeout: Double = 10, label: String
+        processes: Int, tasks: Int = 8, lockTimeout: Double = 10, storedDescription: Bool = false, label: String
     ) async throws -> [[String: String]] {
         let goFile = scratch.path("\(label).go")
         var children: [HelperProcess] = []
@@ -33,7 +33,7 @@ import Glibc
                     "--accounts", accounts.joined(separator: ","), "--tasks", String(tasks), "--leeway", "1",
                     "--lock-timeout", String(lockTimeout),
                     "--ready-file", scratch.path("\(label)-\(index).ready"), "--go-file", goFile,
-                ],
+                ] + (storedDescription ? ["--stored-description"] : []),
                 environment: scratch.environment(store), outputPath: scratch.path("\(label)-\(index).out"))
             try child.start()
             children.append(child)
@@ -58,11 +58,69 @@ import Glibc
     }
 
     /// Logs a new user in and stores the token under `key`, already expired locally.
-    private func seedExpiredToken(_ server: TestOAuthServer, _ vault: Vault, user: String, key: CredentialKey) async throws -> OAuthToken {
+    private func seedExpiredToken(
+        _ server: TestOAuthServer, _ vault: Vault, user: String, key: CredentialKey, refresh: RefreshDescription? = nil
+    ) async throws -> OAuthToken {
         var token = try await server.login(user: user)
         token.expiresAt = Date().addingTimeInterval(-5)
-        try await vault.saveToken(token, for: key)
+        try await vault.saveToken(token, for: key, refresh: refresh)
         return token
+    }
+
+    @Test(arguments: SharedStore.allCases)
+    func theStoredDescriptionRefreshesOnceForFourProcessesOfEightTasks(_ store: SharedStore) async throws {
+        let server = try TestOAuthServer.require()
+        let user = uniqueName("grant")
+        let key = try CredentialKey(service: uniqueName("tv-grant"), account: "acct")
+        try await withVault(store, services: [key.service]) { scratch, vault in
+            let seeded = try await seedExpiredToken(server, vault, user: user, key: key, refresh: try server.publicClient())
+
+            let records = try await stress(
+                server, scratch, store, service: key.service, accounts: ["acct"], processes: 4, storedDescription: true,
+                label: "grant")
+
+            #expect(records.count == 32)
+            #expect(records.filter { $0["ok"] != "true" }.isEmpty, "failed callers: \(records.filter { $0["ok"] != "true" })")
+            let stored = try #require(try await vault.token(for: key))
+            #expect(stored.refreshToken != seeded.refreshToken, "the server rotates refresh tokens")
+            #expect(Set(records.compactMap { $0["access"] }) == [fingerprint(stored.accessToken)], "every caller got the same new token")
+            #expect(try await vault.refreshDescription(for: key) == (try server.publicClient()), "the description is kept")
+            let stats = try await server.stats(user: user)
+            #expect(stats.refreshRequests == 1)
+            #expect(stats.reuseDetected == 0)
+            #expect(try await server.user(for: stored) == user)
+        }
+    }
+
+    @Test(arguments: SharedStore.allCases)
+    func aRejectedRefreshTokenIsPresentedOnceByFourProcesses(_ store: SharedStore) async throws {
+        let server = try TestOAuthServer.require()
+        let user = uniqueName("verdict")
+        let key = try CredentialKey(service: uniqueName("tv-grant"), account: "acct")
+        try await withVault(store, services: [key.service]) { scratch, vault in
+            let seeded = try await seedExpiredToken(server, vault, user: user, key: key, refresh: try server.publicClient())
+            try await server.spendRefreshToken(of: seeded)
+
+            let records = try await stress(
+                server, scratch, store, service: key.service, accounts: ["acct"], processes: 4, storedDescription: true,
+                label: "verdict")
+
+            #expect(records.count == 32)
+            #expect(records.allSatisfy { $0["code"] == VaultError.Code.reauthenticationRequired.description }, "\(records)")
+            let after = try #require(try await vault.token(for: key))
+            #expect(after.accessToken == seeded.accessToken && after.refreshToken == seeded.refreshToken, "the token itself is unchanged")
+            #expect(try await vault.refreshTokenRejection(for: key)?.error == "invalid_grant", "the verdict is stored")
+            let stats = try await server.stats(user: user)
+            // One refresh by the other client, one rejected by the 32 callers of 4 processes.
+            #expect(stats.refreshRequests == 2)
+            #expect(stats.refreshRejected == 1)
+
+            // A later process does not present it again either.
+            _ = try await stress(
+                server, scratch, store, service: key.service, accounts: ["acct"], processes: 1, tasks: 1,
+                storedDescription: true, label: "later")
+            #expect(try await server.stats(user: user).refreshRequests == 2)
+        }
     }
 
     @Test(arguments: SharedStore.allCases)
@@ -129,19 +187,21 @@ import Glibc
             let seeded = try await seedExpiredToken(server, vault, user: user, key: key)
             // Another client spends the refresh token, so the vault's copy is a reused one.
             try await server.spendRefreshToken(of: seeded)
-            let before = try #require(try await vault.store.load(key))
+            let before = try #require(try await vault.token(for: key))
 
-            let records = try await stress(server, scratch, store, service: key.service, accounts: ["acct"], processes: 1, label: "rejected")
+            let records = try await stress(server, scratch, store, service: key.service, accounts: ["acct"], processes: 4, label: "rejected")
 
-            #expect(records.count == 8)
+            #expect(records.count == 32)
             for record in records {
                 #expect(record["ok"] == "false")
                 #expect(record["code"] == VaultError.Code.reauthenticationRequired.description)
                 #expect(record["oauth"] == "invalid_grant")
             }
-            #expect(try await vault.store.load(key) == before, "the stored token is unchanged")
+            #expect(try await vault.token(for: key) == before, "the stored token is unchanged")
+            #expect(try await vault.refreshTokenRejection(for: key)?.error == "invalid_grant", "the verdict is stored with it")
             let stats = try await server.stats(user: user)
-            // One refresh by the other client, exactly one by the eight callers: no retry loop.
+            // One refresh by the other client, exactly one by the 32 callers of 4 processes: the
+            // first one's verdict is stored, so no other process presents the refresh token again.
             #expect(stats.refreshRequests == 2)
             #expect(stats.refreshRejected == 1)
             #expect(stats.reuseDetected == 1, "the server saw the reuse and revoked the family")

@@ -9,6 +9,10 @@ import FoundationNetworking
 /// The authlib server that Scripts/test starts (Tests/oauth-server/server.py).
 struct TestOAuthServer: Sendable {
     static let clientID = "tokenvault-example"
+    static let confidentialClientID = "tokenvault-confidential"
+    /// The confidential client's secret (server.py's CONFIDENTIAL_SECRET). Tests check that it
+    /// never shows in output, argv or messages.
+    static let confidentialSecret = "tv-confidential-secret-8d1f0c2b"
 
     let url: URL
 
@@ -29,8 +33,15 @@ struct TestOAuthServer: Sendable {
         var familiesRevoked: Int
         var tokensIssued: Int
         var deviceAuthorizations: Int
+        var faultsServed: Int
+        var codesIssued: Int
+        /// When each refresh request arrived, server time, in order.
+        var refreshTimes: [Double]
 
         enum CodingKeys: String, CodingKey {
+            case faultsServed = "faults_served"
+            case codesIssued = "codes_issued"
+            case refreshTimes = "refresh_times"
             case refreshRequests = "refresh_requests"
             case refreshSucceeded = "refresh_succeeded"
             case refreshRejected = "refresh_rejected"
@@ -49,11 +60,65 @@ struct TestOAuthServer: Sendable {
         return try JSONDecoder().decode(Stats.self, from: data)
     }
 
+    /// The refresh description of the public client.
+    func publicClient(scope: String? = nil) throws -> RefreshDescription {
+        try RefreshDescription(tokenEndpoint: url.appendingPathComponent("token"), clientID: Self.clientID, scope: scope)
+    }
+
+    /// The refresh description of the confidential client, with `secret` (the right one by default).
+    func confidentialClient(post: Bool = false, secret: String = TestOAuthServer.confidentialSecret) throws -> RefreshDescription {
+        try RefreshDescription(
+            tokenEndpoint: url.appendingPathComponent("token"), clientID: Self.confidentialClientID,
+            clientAuthentication: post ? .clientSecretPost(secret) : .clientSecretBasic(secret))
+    }
+
+    /// Makes the server answer `user`'s next `count` refresh requests with a fault (server.py, /faults).
+    func fault(user: String, _ kind: String, count: Int = 1, retryAfter: Int? = nil, hangSeconds: Double? = nil) async throws {
+        var form = ["user": user, "kind": kind, "count": String(count)]
+        if let retryAfter { form["retry_after"] = String(retryAfter) }
+        if let hangSeconds { form["hang_seconds"] = String(hangSeconds) }
+        let (_, status) = try await post("faults", form)
+        try #require(status == 200)
+    }
+
+    /// Controls a pending device code (server.py, /device/control).
+    func controlDevice(userCode: String, _ form: [String: String]) async throws {
+        let (_, status) = try await post("device/control", form.merging(["user_code": userCode]) { $1 })
+        try #require(status == 200, "device control failed with HTTP \(status)")
+    }
+
+    /// Denies a device user code as `user` would in a browser.
+    func denyDevice(userCode: String, as user: String) async throws {
+        let (_, status) = try await post("device", ["user_code": userCode, "username": user, "approve": "no"])
+        try #require(status == 200)
+    }
+
+    /// How many times the token endpoint was polled with the device code of `userCode`.
+    func devicePolls(userCode: String) async throws -> Int {
+        var components = try #require(URLComponents(url: url.appendingPathComponent("device/stats"), resolvingAgainstBaseURL: false))
+        components.queryItems = [URLQueryItem(name: "user_code", value: userCode)]
+        let (data, status) = try await send(URLRequest(url: try #require(components.url)))
+        try #require(status == 200)
+        return try #require((try JSONSerialization.jsonObject(with: data) as? [String: Any])?["polls"] as? Int)
+    }
+
+    /// Plays the user's browser: opens the authorization URL the client built, logged in as `user`
+    /// (or refusing), and follows the redirect to the client's loopback listener.
+    func browse(_ authorizationURL: URL, as user: String, deny: Bool = false) async throws {
+        var components = try #require(URLComponents(url: authorizationURL, resolvingAgainstBaseURL: false))
+        components.queryItems = (components.queryItems ?? []) + [URLQueryItem(name: "user", value: user)]
+            + (deny ? [URLQueryItem(name: "deny", value: "1")] : [])
+        _ = try await send(URLRequest(url: try #require(components.url)))
+    }
+
     /// Logs `user` in with the password grant: a new token family, as after a real sign-in.
-    func login(user: String) async throws -> OAuthToken {
-        let (data, status) = try await post("token", [
-            "grant_type": "password", "username": user, "password": "test-password", "client_id": Self.clientID,
-        ])
+    func login(user: String, confidential: Bool = false) async throws -> OAuthToken {
+        var form = ["grant_type": "password", "username": user, "password": "test-password", "client_id": Self.clientID]
+        if confidential {
+            form["client_id"] = Self.confidentialClientID
+            form["client_secret"] = Self.confidentialSecret
+        }
+        let (data, status) = try await post("token", form)
         try #require(status == 200, "password login failed with HTTP \(status)")
         return try OAuthToken(tokenResponse: data)
     }
@@ -64,6 +129,18 @@ struct TestOAuthServer: Sendable {
             "grant_type": "refresh_token", "refresh_token": try #require(token.refreshToken), "client_id": Self.clientID,
         ])
         try #require(status == 200)
+    }
+
+    /// Refreshes `token` behind the vault's back with the confidential client, spending its refresh token.
+    func refreshBehindTheVault(_ token: OAuthToken, confidential: Bool) async throws -> OAuthToken {
+        var form = ["grant_type": "refresh_token", "refresh_token": try #require(token.refreshToken), "client_id": Self.clientID]
+        if confidential {
+            form["client_id"] = Self.confidentialClientID
+            form["client_secret"] = Self.confidentialSecret
+        }
+        let (data, status) = try await post("token", form)
+        try #require(status == 200)
+        return try OAuthToken(tokenResponse: data)
     }
 
     /// Approves a device user code as `user` would in a browser.

@@ -172,7 +172,10 @@ import Testing
             #expect(vaultError.code == .reauthenticationRequired)
             #expect(vaultError.oauthError?.error == "invalid_grant")
         }
-        #expect(try await vault.store.load(key) == before)
+        // The token is untouched; the server's verdict is stored beside it, so that no process
+        // presents that refresh token again.
+        #expect(try OAuthToken(storedForm: try #require(try await vault.store.load(key))) == (try OAuthToken(storedForm: before)))
+        #expect(try await vault.refreshTokenRejection(for: key)?.error == "invalid_grant")
     }
 
     @Test func aRejectedRefreshTokenIsNotPresentedAgainUntilANewLogin() async throws {

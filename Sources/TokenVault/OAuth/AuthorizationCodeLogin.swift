@@ -1,0 +1,247 @@
+public import Foundation
+internal import CSodium
+
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
+/// The authorization code grant with PKCE (RFC 7636) for a desktop: a loopback redirect on
+/// `127.0.0.1` with a random port (RFC 8252 §7.3), a random `state` checked on return, and a
+/// time-out.
+public struct AuthorizationCodeLogin: Sendable {
+    /// The authorization endpoint the user's browser opens.
+    public let authorizationEndpoint: URL
+    /// The client, its token endpoint and the scope to ask for.
+    public let description: RefreshDescription
+    /// How long to wait for the browser to come back.
+    public var timeout: Duration
+
+    /// - Throws: `configurationError` for an authorization endpoint that is not `https` (loopback aside).
+    public init(authorizationEndpoint: URL, description: RefreshDescription, timeout: Duration = .seconds(300)) throws {
+        try RefreshDescription.checkEndpoint(authorizationEndpoint, role: "authorization endpoint")
+        self.authorizationEndpoint = authorizationEndpoint
+        self.description = description
+        self.timeout = timeout
+    }
+
+    /// Runs the login: listens on a loopback port, gives `present` the URL to open (print it,
+    /// open a browser), waits for the redirect, checks `state`, and exchanges the code with its
+    /// PKCE verifier for a token.
+    /// - Throws: `timeout` when no redirect came in time; `invalidInput` for a redirect whose
+    ///   `state` does not match; `tokenEndpointError` when the server sent an error (the user
+    ///   denied, say); the ``TokenEndpointClient`` errors for the exchange.
+    public func run(client: TokenEndpointClient = TokenEndpointClient(), present: @Sendable (URL) async -> Void) async throws -> OAuthToken {
+        let listener = try LoopbackListener()
+        defer { listener.close() }
+        let redirectURI = "http://127.0.0.1:\(listener.port)/callback"
+        let verifier = try Self.randomToken(32)
+        let state = try Self.randomToken(16)
+        guard var components = URLComponents(url: authorizationEndpoint, resolvingAgainstBaseURL: false) else {
+            throw VaultError(.configurationError, "The authorization endpoint is not a valid URL.")
+        }
+        var items = components.queryItems ?? []
+        items += [
+            URLQueryItem(name: "response_type", value: "code"),
+            URLQueryItem(name: "client_id", value: description.clientID),
+            URLQueryItem(name: "redirect_uri", value: redirectURI),
+            URLQueryItem(name: "state", value: state),
+            URLQueryItem(name: "code_challenge", value: try Self.challenge(verifier)),
+            URLQueryItem(name: "code_challenge_method", value: "S256"),
+        ]
+        if let scope = description.scope { items.append(URLQueryItem(name: "scope", value: scope)) }
+        for (name, value) in description.additionalParameters.sorted(by: { $0.key < $1.key }) {
+            items.append(URLQueryItem(name: name, value: value))
+        }
+        components.percentEncodedQueryItems = items.map {
+            URLQueryItem(name: FormEncoding.encode($0.name), value: $0.value.map(FormEncoding.encode))
+        }
+        guard let url = components.url else {
+            throw VaultError(.configurationError, "Could not build the authorization URL.")
+        }
+        await present(url)
+
+        let query = try await listener.waitForRedirect(path: "/callback", timeout: timeout)
+        guard query["state"] == state else {
+            throw VaultError(
+                .invalidInput,
+                "The redirect's state does not match the one sent: it did not come from this login; nothing was stored.")
+        }
+        if let error = query["error"] {
+            let oauthError = OAuthErrorResponse(error: String(error.prefix(100)), errorDescription: query["error_description"].map { String($0.prefix(300)) })
+            throw VaultError(.tokenEndpointError, "The authorization server refused the login: \(oauthError).", underlying: oauthError)
+        }
+        guard let code = query["code"], !code.isEmpty else {
+            throw VaultError(.invalidInput, "The redirect holds neither a code nor an error.")
+        }
+        return try await client.requestToken(
+            [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI), ("code_verifier", verifier)],
+            description: description)
+    }
+
+    /// Opens `url` with `xdg-open` when there is a display (`DISPLAY` or `WAYLAND_DISPLAY`).
+    /// Returns whether it tried; the caller prints the URL either way.
+    public static func openInBrowser(_ url: URL, environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
+        guard environment["DISPLAY"].map({ !$0.isEmpty }) == true || environment["WAYLAND_DISPLAY"].map({ !$0.isEmpty }) == true
+        else { return false }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["xdg-open", url.absoluteString]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        do {
+            try process.run()
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// `count` random bytes, base64url without padding (RFC 7636 §4.1: 43 characters for 32 bytes).
+    static func randomToken(_ count: Int) throws -> String {
+        try Sodium.ensureInitialized()
+        var bytes = [UInt8](repeating: 0, count: count)
+        randombytes_buf(&bytes, count)
+        return base64URL(Data(bytes))
+    }
+
+    /// `BASE64URL(SHA256(verifier))` (RFC 7636 §4.2).
+    static func challenge(_ verifier: String) throws -> String {
+        try Sodium.ensureInitialized()
+        var digest = [UInt8](repeating: 0, count: 32)
+        let input = Array(verifier.utf8)
+        _ = crypto_hash_sha256(&digest, input, UInt64(input.count))
+        return base64URL(Data(digest))
+    }
+
+    static func base64URL(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}
+
+/// A one-shot HTTP listener on `127.0.0.1` and a port the kernel picks, for the redirect.
+final class LoopbackListener: @unchecked Sendable {
+    private var descriptor: Int32
+    let port: UInt16
+
+    init() throws {
+        #if canImport(Glibc)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        #else
+        let fd = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard fd >= 0 else { throw Self.failure("create a socket") }
+        descriptor = fd
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 8) == 0 else {
+            let error = Self.failure("listen on 127.0.0.1")
+            _ = Glibc.close(fd)
+            throw error
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0 else {
+            let error = Self.failure("read the listening port")
+            _ = Glibc.close(fd)
+            throw error
+        }
+        port = UInt16(bigEndian: address.sin_port)
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+    }
+
+    deinit { close() }
+
+    func close() {
+        guard descriptor >= 0 else { return }
+        _ = Glibc.close(descriptor)
+        descriptor = -1
+    }
+
+    /// Waits for a `GET path?…` and answers it with a page that says the login can go on in the
+    /// terminal; other requests (a favicon, say) get a 404 and the wait goes on. Returns the query.
+    func waitForRedirect(path: String, timeout: Duration) async throws -> [String: String] {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: timeout)
+        while true {
+            let connection = accept(descriptor, nil, nil)
+            if connection < 0 {
+                guard errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR else {
+                    throw Self.failure("accept the redirect")
+                }
+                guard clock.now < deadline else {
+                    throw VaultError(.timeout, "No redirect came back from the browser within \(timeout); the login was abandoned.")
+                }
+                do {
+                    try await Task.sleep(for: .milliseconds(20))
+                } catch {
+                    throw VaultError(.cancelled, "The login was cancelled.")
+                }
+                continue
+            }
+            defer { _ = Glibc.close(connection) }
+            guard let target = Self.readRequestTarget(connection) else { continue }
+            let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.first.map(String.init) == path else {
+                Self.respond(connection, status: "404 Not Found", body: "Not found.")
+                continue
+            }
+            var query: [String: String] = [:]
+            if parts.count == 2 {
+                for pair in parts[1].split(separator: "&") {
+                    let field = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                    let decode = { (text: Substring) in String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding }
+                    guard let name = decode(field[0]) else { continue }
+                    query[name] = field.count == 2 ? decode(field[1]) ?? "" : ""
+                }
+            }
+            Self.respond(
+                connection, status: "200 OK",
+                body: "<!doctype html><title>Signed in</title><p>The login is complete; you can close this window and return to the terminal.</p>")
+            return query
+        }
+    }
+
+    /// The request target of an HTTP/1 request line, read with a 5 s bound and an 8 KiB cap.
+    private static func readRequestTarget(_ connection: Int32) -> String? {
+        _ = fcntl(connection, F_SETFL, fcntl(connection, F_GETFL) & ~O_NONBLOCK)
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        _ = setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var data = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        while data.count < 8192 {
+            let count = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { break }
+            data += buffer[0..<count]
+            if data.contains(0x0a) { break }
+        }
+        guard let end = data.firstIndex(of: 0x0a), let line = String(bytes: data[..<end], encoding: .utf8) else { return nil }
+        let fields = line.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: " ")
+        guard fields.count == 3, fields[0] == "GET" else { return nil }
+        return String(fields[1])
+    }
+
+    private static func respond(_ connection: Int32, status: String, body: String) {
+        let text = "HTTP/1.1 \(status)\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n\(body)"
+        let bytes = Array(text.utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes[sent...].withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if count <= 0 { break }
+            sent += count
+        }
+    }
+
+    private static func failure(_ action: String) -> VaultError {
+        VaultError(.io, "Could not \(action) for the login redirect: \(String(cString: strerror(errno))).")
+    }
+}

@@ -1,0 +1,114 @@
+public import Foundation
+
+/// A started device authorization (RFC 8628 §3.2): what to show the user, and what the client
+/// polls with. The device code is kept inside; `description` never shows it.
+public struct DeviceAuthorization: Sendable, CustomStringConvertible {
+    /// The code the user types at ``verificationURI``.
+    public let userCode: String
+    /// Where the user goes to approve.
+    public let verificationURI: URL
+    /// The same page with the user code filled in, if the server offers one.
+    public let verificationURIComplete: URL?
+    /// When the device code expires.
+    public let expiresAt: Date
+    /// The polling interval the server asked for (5 s when it said nothing).
+    public let interval: Duration
+    let deviceCode: String
+
+    public var description: String {
+        "DeviceAuthorization(user code: \(userCode), verify at: \(RefreshDescription.safe(verificationURI)), expires: \(expiresAt))"
+    }
+}
+
+extension TokenEndpointClient {
+    /// Starts the device authorization grant (RFC 8628 §3.1) at `endpoint` for the client that
+    /// `description` names, asking for its scope.
+    public func startDeviceAuthorization(at endpoint: URL, description: RefreshDescription) async throws -> DeviceAuthorization {
+        var form: [(String, String)] = []
+        if let scope = description.scope { form.append(("scope", scope)) }
+        let (body, receivedAt) = try await post(endpoint, form: form, description: description, role: "device authorization endpoint")
+        let fields: [String: JSONValue]
+        do {
+            fields = try TokenResponseFields.parseJSON(body)
+        } catch {
+            throw VaultError(.httpError, "The device authorization endpoint \(RefreshDescription.safe(endpoint)) answered with a body that is not JSON.")
+        }
+        guard let deviceCode = fields["device_code"]?.stringValue, !deviceCode.isEmpty,
+            let userCode = fields["user_code"]?.stringValue, !userCode.isEmpty,
+            let uriText = (fields["verification_uri"] ?? fields["verification_url"])?.stringValue,
+            let verificationURI = URL(string: uriText), verificationURI.scheme != nil
+        else {
+            throw VaultError(
+                .httpError,
+                "The device authorization endpoint \(RefreshDescription.safe(endpoint)) answered without device_code, user_code or verification_uri.")
+        }
+        guard userCode.count <= 64, userCode.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7f }) else {
+            throw VaultError(.httpError, "The device authorization endpoint sent a user code that is not short printable text.")
+        }
+        let expiresIn = Self.number(fields["expires_in"]) ?? 600
+        let interval = Self.number(fields["interval"]) ?? 5
+        return DeviceAuthorization(
+            userCode: userCode, verificationURI: verificationURI,
+            verificationURIComplete: fields["verification_uri_complete"]?.stringValue.flatMap(URL.init(string:)),
+            expiresAt: receivedAt.addingTimeInterval(min(max(expiresIn, 1), 86_400)),
+            interval: .seconds(min(max(interval, 1), 300)), deviceCode: deviceCode)
+    }
+
+    /// Polls the token endpoint until the user approves (RFC 8628 §3.4, §3.5) and returns the token.
+    ///
+    /// `authorization_pending` polls again after the interval; `slow_down` adds 5 seconds to the
+    /// interval for this and every later poll; `expired_token`, or the device code's expiry on this
+    /// side, ends with `expired`; `access_denied` ends with `tokenEndpointError` carrying it.
+    public func pollDeviceAuthorization(_ authorization: DeviceAuthorization, description: RefreshDescription) async throws -> OAuthToken {
+        var interval = authorization.interval
+        while true {
+            do {
+                try await clock.sleep(interval)
+            } catch {
+                throw VaultError(.cancelled, "The device login was cancelled.")
+            }
+            guard clock.now() < authorization.expiresAt else { throw Self.deviceCodeExpired() }
+            let form = [("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", authorization.deviceCode)]
+            do {
+                let (body, receivedAt) = try await post(
+                    description.tokenEndpoint, form: form, description: description, role: "token endpoint", mapOAuthErrors: false)
+                do {
+                    return try OAuthToken(tokenResponse: body, receivedAt: receivedAt)
+                } catch let error as VaultError where error.code == .tokenEndpointError {
+                    throw error
+                } catch let error as VaultError {
+                    throw VaultError(.httpError, "The token endpoint answered with a body that is not a token response: \(error.message)")
+                }
+            } catch let error as VaultError where error.code == .tokenEndpointError {
+                guard let oauthError = error.oauthError else { throw error }
+                switch oauthError.error {
+                case "authorization_pending":
+                    continue
+                case "slow_down":
+                    interval += .seconds(5)
+                    continue
+                case "expired_token":
+                    throw Self.deviceCodeExpired()
+                case "access_denied":
+                    throw VaultError(
+                        .tokenEndpointError, "The user denied the device login (access_denied); nothing was stored.",
+                        underlying: oauthError)
+                default:
+                    throw Self.mapped(oauthError, endpoint: description.tokenEndpoint)
+                }
+            }
+        }
+    }
+
+    private static func deviceCodeExpired() -> VaultError {
+        VaultError(.expired, "The device code expired before the login was approved (expired_token); start the login again.")
+    }
+
+    private static func number(_ value: JSONValue?) -> Double? {
+        switch value {
+        case .number(let number)?: return number.isFinite ? number : nil
+        case .string(let text)?: return Double(text)
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,26 @@
+import Foundation
+
+/// `application/x-www-form-urlencoded`, as the WHATWG URL standard and RFC 6749 Appendix B
+/// define it: letters, digits and `*-._` stay, a space becomes `+`, every other byte of the
+/// UTF-8 form is percent-encoded.
+enum FormEncoding {
+    private static let unreserved: Set<UInt8> = Set(Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789*-._".utf8))
+
+    static func encode(_ value: String) -> String {
+        var result = ""
+        for byte in value.utf8 {
+            if unreserved.contains(byte) {
+                result.append(Character(Unicode.Scalar(byte)))
+            } else if byte == 0x20 {
+                result.append("+")
+            } else {
+                result += String(format: "%%%02X", byte)
+            }
+        }
+        return result
+    }
+
+    static func body(_ fields: [(String, String)]) -> Data {
+        Data(fields.map { "\(encode($0.0))=\(encode($0.1))" }.joined(separator: "&").utf8)
+    }
+}

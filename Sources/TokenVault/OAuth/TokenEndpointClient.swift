@@ -1,0 +1,344 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Sends OAuth requests to a token endpoint (and a device authorization endpoint) the way the
+/// RFCs want, and turns every answer into a token or a typed ``VaultError``.
+///
+/// - The body is `application/x-www-form-urlencoded`, with `Accept: application/json`.
+/// - The client authenticates as its ``ClientAuthentication`` says: `client_id` alone, HTTP Basic
+///   (`client_secret_basic`, id and secret form-encoded first, RFC 6749 §2.3.1), or
+///   `client_secret` in the body (`client_secret_post`).
+/// - An OAuth error response (RFC 6749 §5.2) becomes: `invalid_grant` → `reauthenticationRequired`;
+///   `invalid_client`, `unauthorized_client` → `configurationError`; any other →
+///   `tokenEndpointError`. Each carries the ``OAuthErrorResponse`` as ``VaultError/oauthError``.
+/// - HTTP 5xx, 429, time-outs and connection failures are transient: the request is sent again,
+///   at most ``maximumAttempts`` times in all, after an exponential back-off with jitter, or after
+///   the server's `Retry-After` on 429 and 503. Then `networkFailure`, with the last reason.
+/// - Any other HTTP error whose body is not an OAuth error (an HTML page, say) is `httpError`,
+///   naming the status, never a parse failure.
+///
+/// No message ever contains a token, a client secret or a response body.
+public struct TokenEndpointClient: Sendable {
+    /// How long one request may take before it counts as failed (and, attempts allowing, is retried).
+    public var requestTimeout: Duration
+    /// Requests sent in all for one operation, the first included. At least 1.
+    public var maximumAttempts: Int
+    /// The first back-off; each later one doubles, with jitter.
+    public var initialBackoff: Duration
+    /// The longest `Retry-After` honoured. A server that asks for a longer wait gets an error
+    /// instead of a process that hangs.
+    public var maximumRetryAfter: Duration
+    /// The clock for token times, back-offs and device polling.
+    public var clock: VaultClock
+
+    public init(
+        requestTimeout: Duration = .seconds(30),
+        maximumAttempts: Int = 3,
+        initialBackoff: Duration = .milliseconds(500),
+        maximumRetryAfter: Duration = .seconds(60),
+        clock: VaultClock = .system
+    ) {
+        self.requestTimeout = requestTimeout
+        self.maximumAttempts = max(1, maximumAttempts)
+        self.initialBackoff = initialBackoff
+        self.maximumRetryAfter = maximumRetryAfter
+        self.clock = clock
+    }
+
+    // MARK: The refresh grant
+
+    /// Runs the refresh grant (RFC 6749 §6) for `token` and returns the server's response as a
+    /// token, merged with `token` by ``OAuthToken/updated(byRefresh:)``: a response without a
+    /// new refresh token keeps the old one.
+    ///
+    /// - Throws: ``VaultError``: `reauthenticationRequired` when `token` has no refresh token or
+    ///   the server answers `invalid_grant`; see the type's documentation for the rest.
+    public func refresh(_ token: OAuthToken, using description: RefreshDescription) async throws -> OAuthToken {
+        guard let refreshToken = token.refreshToken, !refreshToken.isEmpty else {
+            throw VaultError(.reauthenticationRequired, "The token holds no refresh token; log in again.")
+        }
+        var form = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
+        if let scope = description.scope { form.append(("scope", scope)) }
+        let response = try await requestToken(form, description: description)
+        return token.updated(byRefresh: response)
+    }
+
+    /// Sends a token request with `form` (the grant's own parameters) plus the client's
+    /// authentication and extra parameters, and parses the token response.
+    public func requestToken(_ form: [(String, String)], description: RefreshDescription) async throws -> OAuthToken {
+        let (body, receivedAt) = try await post(
+            description.tokenEndpoint, form: form, description: description, role: "token endpoint")
+        do {
+            return try OAuthToken(tokenResponse: body, receivedAt: receivedAt)
+        } catch let error as VaultError where error.code == .tokenEndpointError {
+            // A 200 with an error in it, as GitHub sends.
+            throw Self.mapped(error.oauthError ?? OAuthErrorResponse(error: "unknown"), endpoint: description.tokenEndpoint)
+        } catch let error as VaultError {
+            throw VaultError(
+                .httpError,
+                "The token endpoint \(RefreshDescription.safe(description.tokenEndpoint)) answered with a body that is not a token response: \(error.message)",
+                underlying: error)
+        }
+    }
+
+    // MARK: HTTP
+
+    /// POSTs `form` with the client's authentication to `url`, retrying transient failures, and
+    /// returns the body of a 2xx answer with the time it was received.
+    /// - Throws: an OAuth error response as `tokenEndpointError` (callers that poll look at it
+    ///   before mapping), or the errors listed on the type.
+    func post(
+        _ url: URL, form: [(String, String)], description: RefreshDescription, role: String, mapOAuthErrors: Bool = true
+    ) async throws -> (Data, Date) {
+        try RefreshDescription.checkEndpoint(url, role: role)
+        var fields = form
+        var request = URLRequest(url: url)
+        request.httpMethod = "POST"
+        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        request.timeoutInterval = Self.seconds(requestTimeout)
+        let authentication = description.clientAuthentication
+        switch (authentication.method, authentication.secret) {
+        case ("client_secret_basic", let secret?):
+            let credentials = "\(FormEncoding.encode(description.clientID)):\(FormEncoding.encode(secret))"
+            request.setValue("Basic \(Data(credentials.utf8).base64EncodedString())", forHTTPHeaderField: "Authorization")
+        case ("client_secret_post", let secret?):
+            fields.append(("client_id", description.clientID))
+            fields.append(("client_secret", secret))
+        default:
+            fields.append(("client_id", description.clientID))
+        }
+        for (name, value) in description.additionalParameters.sorted(by: { $0.key < $1.key }) {
+            fields.append((name, value))
+        }
+        request.httpBody = FormEncoding.body(fields)
+
+        let where_ = "The \(role) \(RefreshDescription.safe(url))"
+        let session = Self.session(timeout: requestTimeout)
+        defer { session.finishTasksAndInvalidate() }
+        var lastReason = ""
+        for attempt in 1...maximumAttempts {
+            try Task.checkCancellation()
+            var wait: Duration?
+            do {
+                let (data, response) = try await Self.send(request, session: session, timeout: requestTimeout)
+                let receivedAt = clock.now()
+                guard let http = response as? HTTPURLResponse else {
+                    throw VaultError(.httpError, "\(where_) did not answer with HTTP.")
+                }
+                let status = http.statusCode
+                if (200..<300).contains(status) {
+                    return (data, receivedAt)
+                }
+                let oauthError = Self.oauthError(in: data)
+                let transient = status >= 500 || status == 429 || oauthError?.error == "temporarily_unavailable"
+                if !transient {
+                    if let oauthError {
+                        if mapOAuthErrors { throw Self.mapped(oauthError, endpoint: url) }
+                        throw VaultError(.tokenEndpointError, "\(where_) answered \(oauthError.error).", underlying: oauthError)
+                    }
+                    throw VaultError(
+                        .httpError,
+                        "\(where_) answered HTTP \(status)\(Self.kind(of: http)), which is not an OAuth response.")
+                }
+                lastReason = "HTTP \(status)\(Self.kind(of: http))" + (oauthError.map { " (\($0.error))" } ?? "")
+                if status == 429 || status == 503, let retryAfter = Self.retryAfter(http, now: receivedAt) {
+                    guard retryAfter <= maximumRetryAfter else {
+                        throw VaultError(
+                            .networkFailure,
+                            "\(where_) answered \(lastReason) and asked to retry after \(Self.seconds(retryAfter)) s, longer than the \(Self.seconds(maximumRetryAfter)) s allowed; try again later.")
+                    }
+                    wait = retryAfter
+                }
+            } catch let error as VaultError {
+                throw error
+            } catch let error as URLError {
+                if error.code == .cancelled || Task.isCancelled {
+                    throw VaultError(.cancelled, "\(where_): the request was cancelled.")
+                }
+                guard Self.isTransient(error) else {
+                    throw VaultError(.networkFailure, "\(where_) could not be reached: \(Self.reason(error)).", underlying: error)
+                }
+                lastReason = Self.reason(error)
+            } catch is CancellationError {
+                throw VaultError(.cancelled, "\(where_): the request was cancelled.")
+            } catch {
+                lastReason = "\(type(of: error))"
+            }
+            guard attempt < maximumAttempts else { break }
+            let backoff = wait ?? (initialBackoff * (1 << (attempt - 1))) * Double.random(in: 0.5...1.0)
+            do {
+                try await clock.sleep(backoff)
+            } catch {
+                throw VaultError(.cancelled, "\(where_): cancelled while waiting to retry.")
+            }
+        }
+        throw VaultError(
+            .networkFailure,
+            "\(where_) failed \(maximumAttempts) time(s); the last attempt: \(lastReason). Check the network and the endpoint, then try again.")
+    }
+
+    /// Sends `request`, bounded by `timeout` on a clock of its own: URLSession's own time-out is
+    /// an idle timer that a loaded machine can stretch, and a caller was promised a bound. The
+    /// first of the answer and the deadline wins; the loser is cancelled and not waited for.
+    private static func send(_ request: URLRequest, session: URLSession, timeout: Duration) async throws -> (Data, URLResponse) {
+        let race = Race()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Data, URLResponse), any Error>) in
+                race.set(continuation)
+                race.add(Task {
+                    do {
+                        race.finish(.success(try await session.data(for: request)))
+                    } catch {
+                        race.finish(.failure(error))
+                    }
+                })
+                race.add(Task {
+                    try? await Task.sleep(for: timeout + .milliseconds(100))
+                    race.finish(.failure(URLError(.timedOut)))
+                })
+            }
+        } onCancel: {
+            race.finish(.failure(CancellationError()))
+        }
+    }
+
+    /// Resumes a continuation once, with whichever result comes first, and cancels the rest.
+    private final class Race: @unchecked Sendable {
+        private let lock = NSLock()
+        private var continuation: CheckedContinuation<(Data, URLResponse), any Error>?
+        private var pending: Result<(Data, URLResponse), any Error>?
+        private var tasks: [Task<Void, Never>] = []
+        private var done = false
+
+        func set(_ continuation: CheckedContinuation<(Data, URLResponse), any Error>) {
+            lock.lock()
+            if let pending {
+                lock.unlock()
+                continuation.resume(with: pending)
+                return
+            }
+            self.continuation = continuation
+            lock.unlock()
+        }
+
+        func add(_ task: Task<Void, Never>) {
+            lock.lock()
+            let cancel = done
+            if !cancel { tasks.append(task) }
+            lock.unlock()
+            if cancel { task.cancel() }
+        }
+
+        func finish(_ result: Result<(Data, URLResponse), any Error>) {
+            lock.lock()
+            guard !done else {
+                lock.unlock()
+                return
+            }
+            done = true
+            let continuation = self.continuation
+            self.continuation = nil
+            if continuation == nil { pending = result }
+            let losers = tasks
+            tasks = []
+            lock.unlock()
+            for task in losers { task.cancel() }
+            continuation?.resume(with: result)
+        }
+    }
+
+    /// What an OAuth error response means for the caller.
+    static func mapped(_ oauthError: OAuthErrorResponse, endpoint: URL) -> VaultError {
+        let where_ = "The token endpoint \(RefreshDescription.safe(endpoint))"
+        switch oauthError.error {
+        case "invalid_grant":
+            return VaultError(
+                .reauthenticationRequired, "\(where_) rejected the grant (\(oauthError)); log in again.", underlying: oauthError)
+        case "invalid_client", "unauthorized_client":
+            return VaultError(
+                .configurationError,
+                "\(where_) refused the client (\(oauthError)); check the client id, its secret and how it authenticates.",
+                underlying: oauthError)
+        default:
+            return VaultError(.tokenEndpointError, "\(where_) answered with an error: \(oauthError).", underlying: oauthError)
+        }
+    }
+
+    /// The OAuth error in a JSON body, if that is what it is.
+    static func oauthError(in body: Data) -> OAuthErrorResponse? {
+        guard body.count <= TokenResponseFields.maximumBodySize,
+            let fields = try? TokenResponseFields.parseJSON(body),
+            case .string(let error)? = fields["error"], !error.isEmpty, error.count <= 100,
+            error.unicodeScalars.allSatisfy({ $0.isASCII && $0.value >= 0x20 && $0.value < 0x7f })
+        else { return nil }
+        return OAuthErrorResponse(
+            error: error, errorDescription: fields["error_description"]?.stringValue.map { String($0.prefix(300)) },
+            errorURI: fields["error_uri"]?.stringValue)
+    }
+
+    private static func kind(of response: HTTPURLResponse) -> String {
+        guard let type = response.value(forHTTPHeaderField: "Content-Type")?.split(separator: ";").first else { return "" }
+        let plain = type.trimmingCharacters(in: .whitespaces)
+        guard plain.count <= 60, plain.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else { return "" }
+        return " with a \(plain) body"
+    }
+
+    /// `Retry-After` as seconds or an HTTP date (RFC 9110 §10.2.3).
+    static func retryAfter(_ response: HTTPURLResponse, now: Date) -> Duration? {
+        guard let value = response.value(forHTTPHeaderField: "Retry-After")?.trimmingCharacters(in: .whitespaces) else {
+            return nil
+        }
+        if let seconds = Int(value), seconds >= 0 { return .seconds(seconds) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: value) else { return nil }
+        return .milliseconds(Int(max(0, date.timeIntervalSince(now)) * 1000))
+    }
+
+    private static func isTransient(_ error: URLError) -> Bool {
+        switch error.code {
+        case .timedOut, .cannotConnectToHost, .networkConnectionLost, .notConnectedToInternet, .cannotFindHost,
+            .dnsLookupFailed, .badServerResponse, .zeroByteResource, .cannotParseResponse:
+            return true
+        default:
+            return false
+        }
+    }
+
+    private static func reason(_ error: URLError) -> String {
+        switch error.code {
+        case .timedOut: "no answer within the time-out"
+        case .cannotConnectToHost: "the connection was refused"
+        case .networkConnectionLost: "the connection was lost"
+        case .cannotFindHost, .dnsLookupFailed: "the host name did not resolve"
+        case .notConnectedToInternet: "no network"
+        case .serverCertificateUntrusted, .serverCertificateHasBadDate, .serverCertificateHasUnknownRoot,
+            .serverCertificateNotYetValid, .secureConnectionFailed:
+            "the TLS connection failed (certificate or handshake)"
+        default: "URL error \(error.code.rawValue)"
+        }
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+
+    /// An ephemeral session: no cookies, no cache, no credential storage.
+    private static func session(timeout: Duration) -> URLSession {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = seconds(timeout)
+        configuration.timeoutIntervalForResource = seconds(timeout)
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.urlCache = nil
+        configuration.httpCookieStorage = nil
+        configuration.urlCredentialStorage = nil
+        return URLSession(configuration: configuration)
+    }
+}

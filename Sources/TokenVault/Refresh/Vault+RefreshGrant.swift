@@ -1,0 +1,124 @@
+public import Foundation
+import Logging
+
+extension Vault {
+    /// Saves `token` under `key` together with how to refresh it, so that
+    /// ``freshToken(for:leeway:timeout:client:)``, any other process and `vault get --fresh` can
+    /// refresh it by themselves. The client secret in `refresh`, if any, is sealed in the same entry.
+    ///
+    /// Saving replaces the whole entry: a refresh token the server had rejected is forgotten with
+    /// it. ``saveToken(_:for:)`` stores a token without a description (and drops any earlier one).
+    public func saveToken(_ token: OAuthToken, for key: CredentialKey, refresh: RefreshDescription?) async throws {
+        try await store.save(StoredEntry(token: token, refresh: refresh).storedForm(), for: key, contentType: .json)
+        logger.debug("saved token", metadata: ["key": "\(key)", "refreshable": "\(refresh != nil)"])
+    }
+
+    /// How the entry under `key` is refreshed, or `nil` if it was saved without a description
+    /// (or by a release before descriptions existed).
+    /// - Throws: `notFound` when there is no entry; `invalidInput` when it is not a token.
+    public func refreshDescription(for key: CredentialKey) async throws -> RefreshDescription? {
+        guard let entry = try await storedEntry(for: key) else { throw Self.noToken(key) }
+        return entry.refresh
+    }
+
+    /// Whether the server has rejected the refresh token stored under `key` (the verdict is
+    /// stored with the entry, so every process knows): only a new login helps then.
+    public func refreshTokenRejection(for key: CredentialKey) async throws -> OAuthErrorResponse? {
+        guard let entry = try await storedEntry(for: key) else { throw Self.noToken(key) }
+        return try entry.refreshTokenRejected()
+    }
+
+    /// Returns the token stored under `key`, first refreshing it with its stored
+    /// ``RefreshDescription`` if it expires within `leeway` seconds: one refresh per expiry across
+    /// every task and process, as ``freshToken(for:leeway:timeout:refresh:)`` does.
+    ///
+    /// ```swift
+    /// let token = try await vault.freshToken(for: key)
+    /// request.setValue("\(token.tokenType) \(token.accessToken)", forHTTPHeaderField: "Authorization")
+    /// ```
+    ///
+    /// A token that is still fresh costs one read: no lock, no request.
+    ///
+    /// - Parameter client: How requests are sent (time-out, retries) and the clock that decides
+    ///   whether the token has expired; inject a clock in tests.
+    /// - Throws: ``VaultError`` with code
+    ///   - `notFound` when nothing is stored under `key`;
+    ///   - `expired` when the token has expired and the entry has no refresh description (save one
+    ///     with ``saveToken(_:for:refresh:)``, or use the closure form);
+    ///   - `reauthenticationRequired` when the server rejected the refresh token (now, or before:
+    ///     the verdict is stored, and that refresh token is never presented again), or there is none;
+    ///   - `configurationError` when the server refused the client (`invalid_client`);
+    ///   - `networkFailure` when the endpoint could not be reached, or kept failing, after the
+    ///     client's bounded retries; `httpError` for an HTTP error that is not an OAuth answer;
+    ///   - `timeout` when another process held the key's refresh lock past `timeout`.
+    ///
+    ///   On every error the stored token is left as it was.
+    public func freshToken(
+        for key: CredentialKey,
+        leeway: TimeInterval = 60,
+        timeout: Duration = .seconds(30),
+        client: TokenEndpointClient = TokenEndpointClient()
+    ) async throws -> OAuthToken {
+        guard let entry = try await storedEntry(for: key) else { throw Self.noToken(key) }
+        let now = client.clock.now
+        if !entry.token.isExpired(at: now(), leeway: leeway) {
+            return entry.token
+        }
+        guard entry.refresh != nil else {
+            throw VaultError(
+                .expired,
+                "The token for \(key) has expired, and the entry holds no refresh description; store one (vault set or vault login with --token-url and --client-id) or refresh it yourself.")
+        }
+        return try await flight(
+            key, need: .expiring(leeway: leeway, seen: entry.token), timeout: timeout, now: now,
+            operation: Self.grant(client, key: key))
+    }
+
+    /// Refreshes the token under `key` now, whether or not it has expired, with its stored
+    /// ``RefreshDescription``. Concurrent callers in this process share the refresh.
+    /// - Throws: as ``freshToken(for:leeway:timeout:client:)``, and `configurationError` when the
+    ///   entry has no refresh description.
+    public func refreshToken(
+        for key: CredentialKey, timeout: Duration = .seconds(30), client: TokenEndpointClient = TokenEndpointClient()
+    ) async throws -> OAuthToken {
+        guard let entry = try await storedEntry(for: key) else { throw Self.noToken(key) }
+        guard entry.refresh != nil else { throw Self.noDescription(key) }
+        return try await flight(key, need: .always, timeout: timeout, now: client.clock.now, operation: Self.grant(client, key: key))
+    }
+
+    /// Call this when a resource server refused `accessToken` (HTTP 401) although it looked
+    /// valid: refreshes the token under `key` only if the stored access token is still the one
+    /// that failed, so several callers reporting the same 401 cause one refresh. A caller whose
+    /// token was already replaced gets the stored one.
+    ///
+    /// ```swift
+    /// var token = try await vault.freshToken(for: key)
+    /// if try await api.get(with: token).status == 401 {
+    ///     token = try await vault.refreshAfterRejection(of: token.accessToken, for: key)
+    /// }
+    /// ```
+    public func refreshAfterRejection(
+        of accessToken: String, for key: CredentialKey, timeout: Duration = .seconds(30),
+        client: TokenEndpointClient = TokenEndpointClient()
+    ) async throws -> OAuthToken {
+        guard let entry = try await storedEntry(for: key) else { throw Self.noToken(key) }
+        if entry.token.accessToken != accessToken { return entry.token }
+        guard entry.refresh != nil else { throw Self.noDescription(key) }
+        return try await flight(
+            key, need: .stillAccessToken(accessToken), timeout: timeout, now: client.clock.now,
+            operation: Self.grant(client, key: key))
+    }
+
+    private static func grant(_ client: TokenEndpointClient, key: CredentialKey) -> @Sendable (StoredEntry) async throws -> OAuthToken {
+        { entry in
+            guard let description = entry.refresh else { throw noDescription(key) }
+            return try await client.refresh(entry.token, using: description)
+        }
+    }
+
+    private static func noDescription(_ key: CredentialKey) -> VaultError {
+        VaultError(
+            .configurationError,
+            "The entry \(key) holds no refresh description, so the vault cannot refresh it; store one with --token-url and --client-id (vault set, vault login).")
+    }
+}

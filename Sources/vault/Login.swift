@@ -1,0 +1,85 @@
+import ArgumentParser
+import Foundation
+import TokenVault
+
+extension VaultCommand {
+    struct Login: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Log in with OAuth and store the token with how to refresh it.",
+            discussion: """
+                With --device-url, runs the device authorization grant (RFC 8628): prints the user \
+                code and where to enter it on stderr, then waits for the approval. With \
+                --authorize-url, runs the authorization code grant with PKCE (RFC 7636) on a \
+                loopback redirect (http://127.0.0.1:<random port>/callback): prints the URL to open \
+                on stderr, opens it with xdg-open when there is a display, and waits for the browser \
+                to come back.
+
+                The token is stored with its refresh description, so `vault get --fresh` and \
+                `vault refresh` keep it fresh afterwards. The client secret is read from a file, \
+                never from the command line.
+
+                  vault login github --token-url https://github.com/login/oauth/access_token \\
+                      --client-id Iv1.abc --device-url https://github.com/login/device/code
+                """
+        )
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var entry: EntryArguments
+        @OptionGroup var refresh: RefreshOptions
+
+        @Option(help: ArgumentHelp("The device authorization endpoint: log in with the device grant.", valueName: "url"))
+        var deviceURL: String?
+
+        @Option(help: ArgumentHelp("The authorization endpoint: log in in a browser (code grant with PKCE).", valueName: "url"))
+        var authorizeURL: String?
+
+        @Option(help: ArgumentHelp("How long to wait for the browser's redirect (code grant).", valueName: "seconds"))
+        var timeout: Int = 300
+
+        func validate() throws {
+            guard (deviceURL == nil) != (authorizeURL == nil) else {
+                throw ValidationError("Give one of --device-url (device grant) or --authorize-url (browser login).")
+            }
+            guard refresh.tokenURL != nil, refresh.clientID != nil else {
+                throw ValidationError("vault login needs --token-url and --client-id.")
+            }
+            guard timeout > 0 else { throw ValidationError("--timeout must be a positive number of seconds.") }
+        }
+
+        func run() async throws {
+            let key = try entry.key()
+            guard let description = try refresh.description() else {
+                throw ValidationError("vault login needs --token-url and --client-id.")
+            }
+            // Open (or create) the vault first: a passphrase is asked before the login, and a vault
+            // that cannot be opened fails before the user approves anything.
+            let vault = try await global.openVault()
+            let client = TokenEndpointClient()
+            let token: OAuthToken
+            if let deviceURL {
+                guard let url = URL(string: deviceURL), url.scheme != nil else { throw ValidationError("--device-url is not a URL.") }
+                let authorization = try await client.startDeviceAuthorization(at: url, description: description)
+                var lines = ["To log in, open \(authorization.verificationURI.absoluteString)", "and enter the code: \(authorization.userCode)"]
+                if let complete = authorization.verificationURIComplete {
+                    lines.append("(or open \(complete.absoluteString))")
+                }
+                Output.note(lines.joined(separator: "\n"))
+                token = try await client.pollDeviceAuthorization(authorization, description: description)
+            } else {
+                guard let authorizeURL, let url = URL(string: authorizeURL), url.scheme != nil else {
+                    throw ValidationError("--authorize-url is not a URL.")
+                }
+                let login = try AuthorizationCodeLogin(authorizationEndpoint: url, description: description, timeout: .seconds(timeout))
+                token = try await login.run(client: client) { url in
+                    Output.note("To log in, open this URL in a browser:\n\(url.absoluteString)")
+                    if AuthorizationCodeLogin.openInBrowser(url) {
+                        Output.note("(opened with xdg-open)")
+                    }
+                }
+            }
+            try await vault.saveToken(token, for: key, refresh: description)
+            let expiry = token.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no known expiry"
+            Output.note("Logged in; saved the token for \(key) (\(expiry)) in the \(vault.selection.backend) backend.")
+        }
+    }
+}

@@ -1,0 +1,154 @@
+import ArgumentParser
+import Foundation
+import TokenVault
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+extension VaultCommand {
+    struct Refresh: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Refresh a stored token now, with the refresh description stored with it.",
+            discussion: """
+                The entry must have been stored with --token-url and --client-id (vault set or vault \
+                login). The refresh runs under the same per-key lock as `vault get --fresh`, so it never \
+                races another process. Prints nothing on stdout; `vault get` prints the new token.
+
+                A refresh token the server rejects (invalid_grant) exits with code 7: log in again. \
+                A token endpoint that cannot be reached after the retries exits with code 6.
+                """
+        )
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var entry: EntryArguments
+
+        func run() async throws {
+            let key = try entry.key()
+            let vault = try await RefreshCLI.existingVault(global, key: key)
+            let token = try await vault.refreshToken(for: key)
+            let expiry = token.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no known expiry"
+            Output.note("Refreshed the token for \(key) (\(expiry)).")
+        }
+    }
+}
+
+/// How `vault set` and `vault login` learn to refresh an entry: the token endpoint, the client and
+/// its secret (from a file, never the command line).
+struct RefreshOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The token endpoint, for refreshing the token (https, or http on loopback).", valueName: "url"))
+    var tokenURL: String?
+
+    @Option(name: .customLong("client-id"), help: ArgumentHelp("The OAuth client id.", valueName: "id"))
+    var clientID: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "A file holding the client secret (readable by you alone). It is sealed in the entry with the token.",
+            valueName: "path"), completion: .file())
+    var clientSecretFile: String?
+
+    @Option(help: ArgumentHelp("How the client secret is sent: basic (client_secret_basic, the default) or post.", valueName: "method"))
+    var clientAuth: String?
+
+    @Option(help: ArgumentHelp("The scope to ask for.", valueName: "scope"))
+    var scope: String?
+
+    @Option(
+        name: .customLong("param"),
+        help: ArgumentHelp("An extra parameter for every token request, such as resource=https://api.example.com (repeatable).", valueName: "name=value"))
+    var parameters: [String] = []
+
+    /// Whether any refresh option was given.
+    var isGiven: Bool {
+        tokenURL != nil || clientID != nil || clientSecretFile != nil || clientAuth != nil || scope != nil || !parameters.isEmpty
+    }
+
+    /// The description these options make, or nil when none is given.
+    func description() throws -> RefreshDescription? {
+        guard isGiven else { return nil }
+        guard let tokenURL, let clientID else {
+            throw ValidationError("Give --token-url and --client-id together: the vault needs both to refresh the token.")
+        }
+        guard let url = URL(string: tokenURL), url.scheme != nil else {
+            throw ValidationError("--token-url is not a URL.")
+        }
+        var extra: [String: String] = [:]
+        for parameter in parameters {
+            let parts = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[0].isEmpty else {
+                throw ValidationError("--param takes name=value.")
+            }
+            extra[String(parts[0])] = String(parts[1])
+        }
+        let authentication: ClientAuthentication
+        if let clientSecretFile {
+            let secret = try Self.readSecret(clientSecretFile)
+            switch clientAuth ?? "basic" {
+            case "basic", "client_secret_basic": authentication = .clientSecretBasic(secret)
+            case "post", "client_secret_post": authentication = .clientSecretPost(secret)
+            default: throw ValidationError("--client-auth must be basic or post.")
+            }
+        } else {
+            guard clientAuth == nil || clientAuth == "none" else {
+                throw ValidationError("--client-auth needs --client-secret-file.")
+            }
+            authentication = .none
+        }
+        return try RefreshDescription(
+            tokenEndpoint: url, clientID: clientID, clientAuthentication: authentication, scope: scope,
+            additionalParameters: extra)
+    }
+
+    /// The secret in `path`: its first line. The file must be a regular file that group and
+    /// others cannot read, as key files must.
+    private static func readSecret(_ path: String) throws -> String {
+        var status = stat()
+        guard stat(path, &status) == 0 else {
+            throw VaultError(.notFound, "The client secret file \(path) cannot be read: \(String(cString: strerror(errno))).")
+        }
+        guard (status.st_mode & S_IFMT) == S_IFREG else {
+            throw VaultError(.invalidInput, "The client secret file \(path) is not a regular file.")
+        }
+        guard (status.st_mode & 0o077) == 0 else {
+            throw VaultError(
+                .insecurePermissions, "The client secret file \(path) is readable by group or others; make it private with chmod 600.")
+        }
+        guard status.st_size <= 64 * 1024, let data = FileManager.default.contents(atPath: path),
+            let text = String(data: data, encoding: .utf8)
+        else {
+            throw VaultError(.invalidInput, "The client secret file \(path) is not a small UTF-8 text file.")
+        }
+        let secret = text.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+        guard !secret.isEmpty, !secret.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw VaultError(.invalidInput, "The client secret file \(path) holds no secret on its first line.")
+        }
+        return secret
+    }
+}
+
+/// The CLI's side of refreshing, shared by `get --fresh`, `refresh` and `login`.
+enum RefreshCLI {
+    /// A vault that must already exist.
+    static func existingVault(_ global: GlobalOptions, key: CredentialKey) async throws -> Vault {
+        switch try await global.openExistingVault() {
+        case .opened(let vault, _): return vault
+        case .noVaultYet(let path, _):
+            throw VaultError(.notFound, "No token is stored for \(key): there is no vault yet at \(path).")
+        }
+    }
+
+    /// `vault get --fresh`: a token valid for at least `leeway`, refreshed under the lock if it
+    /// needs to be, and whether it came through the refresh path (then it is as fresh as the
+    /// server issues them, which may be less than `leeway`). An entry without a refresh
+    /// description is returned as stored, so that `get` reports its expiry as it always has.
+    static func freshToken(_ vault: Vault, key: CredentialKey, leeway: TimeInterval) async throws -> (OAuthToken?, Bool) {
+        do {
+            return (try await vault.freshToken(for: key, leeway: leeway), true)
+        } catch let error as VaultError where error.code == .expired || error.code == .notFound {
+            return (try await vault.token(for: key), false)
+        }
+    }
+}
