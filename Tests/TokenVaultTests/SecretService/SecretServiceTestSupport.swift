@@ -151,8 +151,14 @@ final class ChildProcess: @unchecked Sendable {
     }
 }
 
-/// The real gnome-keyring-daemon that Scripts/test starts on its private session bus.
+/// The real Secret Service provider that Scripts/test runs on a private session bus: gnome-keyring,
+/// or KeePassXC or KWallet (Scripts/providers/run, which sets `TOKENVAULT_TEST_PROVIDER`).
 enum SharedKeyring {
+    /// Which provider serves the shared bus: `gnome-keyring`, `keepassxc` or `kwallet`.
+    static var provider: String {
+        ProcessInfo.processInfo.environment["TOKENVAULT_TEST_PROVIDER"] ?? "gnome-keyring"
+    }
+
     /// The environment that reaches it, or a failed test that says how to get one. Never a skip.
     static func environment() throws -> [String: String] {
         let environment = ProcessInfo.processInfo.environment
