@@ -72,14 +72,21 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
 
     public var backendName: String { "secret-service" }
 
-    private let connection: Connection
+    private let link: Link
     private let options: Options
     private let logger: Logger
 
     private init(connection: Connection, options: Options, logger: Logger) {
-        self.connection = connection
+        self.link = Link(connection)
         self.options = options
         self.logger = logger
+    }
+
+    /// The store's connection, replaced when it goes stale (the provider or the bus restarted).
+    /// Read and replaced only on ``GLibWorker/shared``'s thread, one job at a time.
+    private final class Link: @unchecked Sendable {
+        var connection: Connection?
+        init(_ connection: Connection) { self.connection = connection }
     }
 
     /// Connects to the Secret Service on the session bus and opens a transfer session.
@@ -127,6 +134,21 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
     }
 
     public func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) async throws {
+        try await save(secret, for: key, contentType: contentType, wireContentType: Self.wireContentType(contentType))
+    }
+
+    /// The content type sent with a secret. Tokens (JSON) and text go as `text/plain`, which every
+    /// provider hands back as text: KWallet returns a content type unchanged, and `secret-tool
+    /// lookup` prints only `text/plain` secrets. Other bytes go as `application/octet-stream`,
+    /// which KeePassXC keeps as an attachment, byte for byte. Reading never looks at the content
+    /// type, so items stored earlier as `application/json` read as before.
+    static func wireContentType(_ contentType: SecretContentType) -> String {
+        contentType == .json || contentType == .text ? SecretContentType.text.rawValue : contentType.rawValue
+    }
+
+    /// ``save(_:for:contentType:)`` with the content type on the wire given as is (for tests that
+    /// make items as earlier releases did).
+    func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType, wireContentType: String) async throws {
         guard secret.count <= Self.maximumSecretSize else {
             throw VaultError(
                 .tooLarge,
@@ -136,7 +158,7 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
         let action = "saving \(key)"
         let label = "\(key.service) \(contentType == .json ? "token" : "secret") for \(key.account)"
         for attempt in 0..<2 {
-            switch try await call(action, { try $0.store(secret, key, label: label, contentType: contentType, $1, action: action) }) {
+            switch try await call(action, { try $0.store(secret, key, label: label, wireContentType: wireContentType, $1, action: action) }) {
             case .saved:
                 logger.debug("saved to the Secret Service", metadata: ["key": "\(key)"])
                 return
@@ -164,7 +186,17 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
 
     public func keys(service: String?) async throws -> [CredentialKey] {
         let action = service.map { "listing the entries of \($0)" } ?? "listing the entries"
-        let paths = try await call(action, { try $0.listPaths(service: service, $1, action: action) })
+        var paths: [String] = []
+        for attempt in 0...2 {
+            guard attempt < 2 else { throw Self.stillLocked(action) }
+            let found = try await call(action, { try $0.listPaths(service: service, $1, action: action) })
+            guard let locked = found.locked else {
+                paths = found.paths
+                break
+            }
+            guard attempt == 0 else { continue }
+            try await unlock(locked, action: action)
+        }
         var keys = Set<CredentialKey>()
         // Attributes are read one item at a time (the Secret Service has no bulk read), in
         // batches, so that each call's deadline covers a bounded amount of work.
@@ -190,19 +222,47 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
     // MARK: Calls
 
     /// Runs `body` on the Secret Service thread, bounded by ``Options/timeout``.
+    ///
+    /// A connection that went stale (the provider restarted, so its transfer session is gone, or
+    /// the bus itself restarted) is replaced first, within the same deadline; a call that fails as
+    /// its connection goes stale is run once more on a new one. A long-running process therefore
+    /// never needs a new store.
     private func call<Value: Sendable>(
         _ action: String,
         timeout: Duration? = nil,
         _ body: @escaping @Sendable (Connection, UnsafeMutablePointer<GCancellable>) throws -> Value
     ) async throws -> Value {
-        let connection = self.connection
+        let link = self.link
+        let logger = self.logger
         let limit = timeout ?? options.timeout
         return try await GLibWorker.shared.run(
             timeout: limit,
             onTimeout: { VaultError(.timeout, "The Secret Service did not answer within \(limit) while \(action).") }
         ) { cancellable in
-            try body(connection, cancellable.pointer)
+            let connection = try Self.current(link, cancellable.pointer, logger: logger)
+            do {
+                return try body(connection, cancellable.pointer)
+            } catch let error as VaultError where [.backendUnavailable, .io, .notFound].contains(error.code) {
+                GLibWorker.dispatchPendingSignals()
+                guard connection.isStale else { throw error }
+                return try body(try Self.current(link, cancellable.pointer, logger: logger), cancellable.pointer)
+            }
         }
+    }
+
+    /// The link's connection, replaced by a new one if it is stale. Runs on the worker's thread.
+    private static func current(
+        _ link: Link, _ cancellable: UnsafeMutablePointer<GCancellable>, logger: Logger
+    ) throws -> Connection {
+        if let connection = link.connection, !connection.isStale { return connection }
+        // Let go of the old one first: GIO hands out its closed session-bus connection again for
+        // as long as anything holds it.
+        link.connection = nil
+        let bus = try SessionBusReference(cancellable: cancellable)
+        let connection = try Connection(bus: bus, cancellable: cancellable)
+        link.connection = connection
+        logger.debug("reconnected to the Secret Service")
+        return connection
     }
 
     /// Asks the provider to unlock `paths`, which shows a prompt, if the options allow it.

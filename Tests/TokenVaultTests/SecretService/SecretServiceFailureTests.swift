@@ -23,15 +23,15 @@ import Glibc
         #expect(try await check.send("save github octocat before-the-lock").ok)
         try await bus.lockLogin()
 
-        for command in ["load github octocat", "save github octocat after-the-lock", "delete github octocat"] {
+        // Listing too: gnome-keyring shows a locked item's attributes, but KeePassXC hides every item
+        // of a locked collection, so a listing there could only say "empty". Locked is locked.
+        for command in ["load github octocat", "save github octocat after-the-lock", "delete github octocat", "keys"] {
             let answer = try await check.send(command)
             #expect(answer.code == "locked", "\(command): \(answer.fields)")
             #expect(answer.message.contains("locked"))
             #expect(answer.message.contains("no unlock prompt can be shown"))
             #expect(answer.elapsed < .seconds(2), "\(command) took \(answer.elapsed)")
         }
-        // Listing reads attributes only, which a locked collection still shows.
-        #expect(try await check.send("keys")["keys"] as? [String] == ["github/octocat"])
 
         // Unlocked again by a new login (the daemon restarted with the password), the value from
         // before the lock is intact and the refused writes changed nothing.
