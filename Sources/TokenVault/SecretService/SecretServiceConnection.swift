@@ -29,8 +29,8 @@ extension SecretServiceStore {
     final class SessionBusReference: @unchecked Sendable {
         let connection: OpaquePointer
 
-        /// Connects. Blocking; run it on ``GLibWorker/detached``: a bus that accepts the socket but
-        /// never answers the handshake would otherwise hold up other calls.
+        /// Connects. Blocking, bounded by `cancellable`; run it on ``GLibWorker/shared``, whose
+        /// context then receives the connection's callbacks.
         init(cancellable: UnsafeMutablePointer<GCancellable>) throws {
             var error: UnsafeMutablePointer<GError>?
             guard let connection = tv_session_bus(cancellable, &error) else {
@@ -109,14 +109,15 @@ extension SecretServiceStore {
         // MARK: Operations
 
         func lookup(_ key: CredentialKey, _ cancellable: UnsafeMutablePointer<GCancellable>, action: String) throws -> Lookup {
-            // KeePassXC's locked collection hides its items from a search, so "absent" proves nothing
-            // until the default collection is known to be unlocked.
-            if let locked = try lockedDefaultCollection(cancellable, action: action) { return .locked([locked]) }
             // Two rounds: an item can vanish between the search and the read.
             for _ in 0..<2 {
                 let found = try search(key, cancellable, action: action)
                 guard let path = found.unlocked.first else {
-                    return found.locked.isEmpty ? .absent : .locked(found.locked)
+                    guard found.locked.isEmpty else { return .locked(found.locked) }
+                    // KeePassXC's locked collection hides its items from a search, so "absent"
+                    // proves nothing until the default collection is known to be unlocked.
+                    if let locked = try lockedDefaultCollection(cancellable, action: action) { return .locked([locked]) }
+                    return .absent
                 }
                 var error: UnsafeMutablePointer<GError>?
                 if let value = secret_service_get_secret_for_dbus_path_sync(service, path, cancellable, &error) {
@@ -146,12 +147,15 @@ extension SecretServiceStore {
             _ secret: Data, _ key: CredentialKey, label: String, wireContentType: String,
             _ cancellable: UnsafeMutablePointer<GCancellable>, action: String
         ) throws -> StoreOutcome {
-            guard let collection = try defaultCollectionState(cancellable, action: action) else {
-                throw Self.noDefaultCollection(key)
-            }
-            if collection.locked { return .locked([collection.path]) }
-
             let found = try search(key, cancellable, action: action)
+            if found.unlocked.isEmpty {
+                // A new item (or one a locked KeePassXC hides): the collection must be unlocked, or
+                // CreateItem would wait on an unlock dialog.
+                guard let collection = try defaultCollectionState(cancellable, action: action) else {
+                    throw Self.noDefaultCollection(key)
+                }
+                if collection.locked { return .locked([collection.path]) }
+            }
             let value = try Self.value(secret, contentType: wireContentType, action: action)
             defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
 
@@ -273,8 +277,13 @@ extension SecretServiceStore {
         func remove(
             _ key: CredentialKey, _ cancellable: UnsafeMutablePointer<GCancellable>, action: String
         ) throws -> (deleted: Bool, locked: [String]?) {
-            if let locked = try lockedDefaultCollection(cancellable, action: action) { return (false, [locked]) }
             let found = try search(key, cancellable, action: action)
+            if found.unlocked.isEmpty, found.locked.isEmpty,
+                let locked = try lockedDefaultCollection(cancellable, action: action)
+            {
+                // Nothing found may only mean that KeePassXC hides the items of a locked collection.
+                return (false, [locked])
+            }
             var deleted = false
             for path in found.unlocked {
                 deleted = try deleteItem(path, cancellable, action: action) || deleted

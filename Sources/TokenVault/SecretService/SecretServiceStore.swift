@@ -12,7 +12,7 @@ internal import CLibSecret
 /// | schema (`xdg:schema` attribute) | `dev.tokenvault.Credential` (``schemaName``), matched with `SECRET_SCHEMA_DONT_MATCH_NAME` |
 /// | attributes | `service` and `account`: the ``CredentialKey``, in Unicode NFC |
 /// | label | `"<service> token for <account>"` (`"<service> secret for <account>"` for opaque secrets) |
-/// | secret | the stored bytes; content type `application/json` for tokens |
+/// | secret | the stored bytes; content type `text/plain` for tokens and text, `application/octet-stream` otherwise |
 ///
 /// Lookups match on `service` and `account` only, so the store and `secret-tool` interoperate:
 ///
@@ -21,12 +21,17 @@ internal import CLibSecret
 /// secret-tool store --label=GitHub service github account octocat   # TokenVault can read it
 /// ```
 ///
-/// A save keeps exactly one item per key: it replaces the item with the same attributes and then
-/// deletes any other unlocked item for the same service and account (such as one that
-/// `secret-tool store` made under its own schema), so that every reader sees the new value.
+/// A save keeps exactly one item per key: it overwrites the secret of this schema's item for the
+/// key (`Item.SetSecret`) or creates one, and then deletes any other unlocked item for the same
+/// service and account (such as one that `secret-tool store` made under its own schema), so that
+/// every reader sees the new value. Every save is read back: a provider that altered or refused the
+/// secret (KeePassXC expands `{USERNAME}`-style placeholders and refuses `{REF:…}`) is an
+/// `integrityFailure`, and the item is put back as it was.
 /// Listing is a search by schema: it finds this schema's items (an item `secret-tool store` made
 /// joins them once TokenVault saves it, or if it was stored with
-/// `xdg:schema dev.tokenvault.Credential`), and reads attributes only, never a secret.
+/// `xdg:schema dev.tokenvault.Credential`), and reads attributes only, never a secret. A locked
+/// default collection is `locked` for every operation, listing included: KeePassXC hides the items
+/// of a locked database from a search, so "absent" is never answered before the lock is checked.
 /// Attributes and labels are not secret: any program of the same user can read them.
 ///
 /// **Time bounds.** Every call has a deadline (``Options/timeout``, 10 s by default) and runs on
@@ -39,7 +44,8 @@ internal import CLibSecret
 /// **Connections.** The store opens its own connection to the session bus and one encrypted
 /// transfer session, once; each operation then costs about one D-Bus round trip per step (a
 /// get is a search plus a read). It never autolaunches a bus and never exits the process when
-/// the bus goes away, unlike GIO's shared session-bus connection.
+/// the bus goes away, unlike GIO's shared session-bus connection. When the provider or the bus
+/// restarts, the next call reconnects by itself: a long-running process needs no new store.
 public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
     /// How the store talks to the Secret Service.
     public struct Options: Sendable {
@@ -103,13 +109,12 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
         let onTimeout = { @Sendable in
             VaultError(.timeout, "The Secret Service did not answer within \(timeout) while connecting.")
         }
-        // Connecting runs on a thread of its own: a bus that accepts the socket but never answers
-        // would otherwise hold up every other store's calls until the deadline.
-        let bus = try await GLibWorker.detached.run(timeout: timeout, onTimeout: onTimeout) { cancellable in
-            try SessionBusReference(cancellable: cancellable.pointer)
-        }
+        // Connecting runs on the Secret Service thread, bounded by the deadline and its cancellable,
+        // so that GIO queues the connection's callbacks (such as "closed", when the bus goes away)
+        // on that thread's context, which is drained around every call. Queued on a context nobody
+        // runs, they would keep a dead connection alive, and a restarted bus could never be reached.
         let connection = try await GLibWorker.shared.run(timeout: timeout, onTimeout: onTimeout) { cancellable in
-            try Connection(bus: bus, cancellable: cancellable.pointer)
+            try Connection(bus: SessionBusReference(cancellable: cancellable.pointer), cancellable: cancellable.pointer)
         }
         logger.debug("connected to the Secret Service")
         return SecretServiceStore(connection: connection, options: options, logger: logger)
@@ -239,14 +244,16 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
             timeout: limit,
             onTimeout: { VaultError(.timeout, "The Secret Service did not answer within \(limit) while \(action).") }
         ) { cancellable in
-            let connection = try Self.current(link, cancellable.pointer, logger: logger)
             do {
-                return try body(connection, cancellable.pointer)
-            } catch let error as VaultError where [.backendUnavailable, .io, .notFound].contains(error.code) {
-                GLibWorker.dispatchPendingSignals()
-                guard connection.isStale else { throw error }
-                return try body(try Self.current(link, cancellable.pointer, logger: logger), cancellable.pointer)
+                let connection = try Self.current(link, cancellable.pointer, logger: logger)
+                do {
+                    return try body(connection, cancellable.pointer)
+                } catch let error as VaultError where [.backendUnavailable, .io, .notFound].contains(error.code) {
+                    GLibWorker.dispatchPendingSignals()
+                    guard connection.isStale else { throw error }
+                }
             }
+            return try body(try Self.current(link, cancellable.pointer, logger: logger), cancellable.pointer)
         }
     }
 
@@ -255,9 +262,10 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
         _ link: Link, _ cancellable: UnsafeMutablePointer<GCancellable>, logger: Logger
     ) throws -> Connection {
         if let connection = link.connection, !connection.isStale { return connection }
-        // Let go of the old one first: GIO hands out its closed session-bus connection again for
-        // as long as anything holds it.
         link.connection = nil
+        // GIO hands out its shared session-bus connection, closed or not, for as long as anything
+        // holds it: the old proxy's last references go with callbacks queued on this thread.
+        GLibWorker.dispatchPendingSignals()
         let bus = try SessionBusReference(cancellable: cancellable)
         let connection = try Connection(bus: bus, cancellable: cancellable)
         link.connection = connection

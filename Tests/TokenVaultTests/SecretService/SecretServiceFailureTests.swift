@@ -42,6 +42,36 @@ import Glibc
         #expect(try await again.send("load github octocat")["value"] as? String == "before-the-lock")
     }
 
+    /// A long-running process keeps one store. When gnome-keyring-daemon restarts, the store's
+    /// transfer session belongs to a process that is gone; when the session bus restarts, its
+    /// connection is closed. Either way its next call reconnects, within the probe's bound, with
+    /// no new store (issue 13).
+    @Test func aLongRunningStoreSurvivesRestartsOfTheKeyringAndOfTheBus() async throws {
+        let bus = try await unlockedKeyring()
+        var environment = bus.environment
+        environment["DBUS_SESSION_BUS_ADDRESS"] = bus.stableAddress
+        let check = try await SecretServiceCheck.start(environment: environment)
+        #expect(try await check.send("open 10000 0").ok)
+        #expect(try await check.send("save github octocat before-the-restarts").ok)
+
+        await bus.stopKeyring()
+        try await bus.startKeyring(password: "failure-test-password")
+        let afterKeyring = try await check.send("load github octocat")
+        #expect(afterKeyring["value"] as? String == "before-the-restarts", "\(afterKeyring.fields)")
+        #expect(afterKeyring.elapsed < .seconds(2), "took \(afterKeyring.elapsed)")
+        let saved = try await check.send("save github octocat after-the-keyring-restart")
+        #expect(saved.ok, "\(saved.fields)")
+
+        try await bus.restartBus()
+        try await bus.startKeyring(password: "failure-test-password")
+        let afterBus = try await check.send("load github octocat")
+        #expect(afterBus["value"] as? String == "after-the-keyring-restart", "\(afterBus.fields)")
+        #expect(afterBus.elapsed < .seconds(2), "took \(afterBus.elapsed)")
+        #expect(try await check.send("save github octocat after-the-bus-restart").ok)
+        #expect(try await check.send("keys")["keys"] as? [String] == ["github/octocat"])
+        await bus.stop()
+    }
+
     @Test func anUnlockPromptThatCannotOpenADisplayFailsFast() async throws {
         // As on a headless machine with gcr installed: the provider starts its prompter, which
         // cannot open a display and exits. Allowed to prompt, the store still answers quickly.
