@@ -62,7 +62,9 @@ import Testing
 
     @Test func tokensRoundTripThroughTheVaultFacade() async throws {
         _ = try SharedKeyring.environment()
-        let vault = try await Vault.open(VaultConfiguration(backend: .secretService, secretService: .init(unlockPrompt: false)))
+        // The shared keyring's deadline (see SharedKeyring.store): other tests keep it busy.
+        let vault = try await Vault.open(VaultConfiguration(
+            backend: .secretService, secretService: .init(timeout: .seconds(30), unlockPrompt: false)))
         #expect(vault.selection.backend == .secretService)
         #expect(vault.selection.probe?.outcome == .available)
         let key = try CredentialKey(service: "tv-ss-facade-\(UUID().uuidString.prefix(8))", account: "octocat")
