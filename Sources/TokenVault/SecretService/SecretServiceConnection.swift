@@ -64,7 +64,16 @@ extension SecretServiceStore {
 
         init(bus: SessionBusReference, cancellable: UnsafeMutablePointer<GCancellable>) throws {
             var error: UnsafeMutablePointer<GError>?
-            guard let service = tv_service_open(cancellable, &error) else {
+            var opened = tv_service_open(cancellable, &error)
+            // libsecret sends its Diffie-Hellman public key without leading zero bytes, and
+            // kwalletd5 refuses a key shorter than 128 bytes ("Client public key size is invalid"):
+            // one session in 256. A fresh key pair is another draw.
+            for _ in 0..<3 where opened == nil && Self.isShortKeyRefusal(error) {
+                g_error_free(error)
+                error = nil
+                opened = tv_service_open(cancellable, &error)
+            }
+            guard let service = opened else {
                 let failure = GLibError.take(error, while: "opening a session with the Secret Service")
                 if failure.message.contains("createDLGroup") {
                     // kwalletd5 without QCA's OpenSSL plugin cannot make a Diffie-Hellman group,
@@ -90,6 +99,11 @@ extension SecretServiceStore {
             g_object_unref(UnsafeMutableRawPointer(service))
         }
 
+        private static func isShortKeyRefusal(_ error: UnsafeMutablePointer<GError>?) -> Bool {
+            guard let message = error?.pointee.message else { return false }
+            return String(cString: message).contains("public key size is invalid")
+        }
+
         /// Whether this connection can no longer reach the provider it was opened with: the bus
         /// connection is closed (the bus went away), or another process (or none) now owns the
         /// Secret Service name, so the transfer session belongs to a provider that is gone. Reads
@@ -109,15 +123,15 @@ extension SecretServiceStore {
         // MARK: Operations
 
         func lookup(_ key: CredentialKey, _ cancellable: UnsafeMutablePointer<GCancellable>, action: String) throws -> Lookup {
+            // The lock first: KeePassXC's locked collection answers a search with nothing (so "absent"
+            // would prove nothing), or, with its default UnlockBeforeSearch, with an unlock dialog
+            // that the search waits on.
+            if let locked = try lockedDefaultCollection(cancellable, action: action) { return .locked([locked]) }
             // Two rounds: an item can vanish between the search and the read.
             for _ in 0..<2 {
                 let found = try search(key, cancellable, action: action)
                 guard let path = found.unlocked.first else {
-                    guard found.locked.isEmpty else { return .locked(found.locked) }
-                    // KeePassXC's locked collection hides its items from a search, so "absent"
-                    // proves nothing until the default collection is known to be unlocked.
-                    if let locked = try lockedDefaultCollection(cancellable, action: action) { return .locked([locked]) }
-                    return .absent
+                    return found.locked.isEmpty ? .absent : .locked(found.locked)
                 }
                 var error: UnsafeMutablePointer<GError>?
                 if let value = secret_service_get_secret_for_dbus_path_sync(service, path, cancellable, &error) {
@@ -147,15 +161,13 @@ extension SecretServiceStore {
             _ secret: Data, _ key: CredentialKey, label: String, wireContentType: String,
             _ cancellable: UnsafeMutablePointer<GCancellable>, action: String
         ) throws -> StoreOutcome {
-            let found = try search(key, cancellable, action: action)
-            if found.unlocked.isEmpty {
-                // A new item (or one a locked KeePassXC hides): the collection must be unlocked, or
-                // CreateItem would wait on an unlock dialog.
-                guard let collection = try defaultCollectionState(cancellable, action: action) else {
-                    throw Self.noDefaultCollection(key)
-                }
-                if collection.locked { return .locked([collection.path]) }
+            // The lock first, as in lookup: on a locked KeePassXC a search or CreateItem would wait
+            // on an unlock dialog.
+            guard let collection = try defaultCollectionState(cancellable, action: action) else {
+                throw Self.noDefaultCollection(key)
             }
+            if collection.locked { return .locked([collection.path]) }
+            let found = try search(key, cancellable, action: action)
             let value = try Self.value(secret, contentType: wireContentType, action: action)
             defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
 
@@ -277,13 +289,9 @@ extension SecretServiceStore {
         func remove(
             _ key: CredentialKey, _ cancellable: UnsafeMutablePointer<GCancellable>, action: String
         ) throws -> (deleted: Bool, locked: [String]?) {
+            // The lock first, as in lookup: KeePassXC hides or prompts for a locked collection's items.
+            if let locked = try lockedDefaultCollection(cancellable, action: action) { return (false, [locked]) }
             let found = try search(key, cancellable, action: action)
-            if found.unlocked.isEmpty, found.locked.isEmpty,
-                let locked = try lockedDefaultCollection(cancellable, action: action)
-            {
-                // Nothing found may only mean that KeePassXC hides the items of a locked collection.
-                return (false, [locked])
-            }
             var deleted = false
             for path in found.unlocked {
                 deleted = try deleteItem(path, cancellable, action: action) || deleted
