@@ -29,7 +29,11 @@ extension VaultCommand {
                 try Output.note("No vault yet at \(path); `vault set` or `vault migrate` creates it.")
                 return
             }
-            var rows: [(key: CredentialKey, expiresAt: Date?, expired: Bool, isToken: Bool)] = []
+            var rows: [(key: CredentialKey, expiresAt: Date?, expired: Bool, kind: String)] = []
+            // Entries that could not be read (a token in a format version this release does not know,
+            // which any program of the user can put in the keyring) are listed, named, and make the
+            // exit status that of their error, once everything else is listed.
+            var unreadable: [(key: CredentialKey, error: VaultError)] = []
             for key in try await vault.keys(service: service) {
                 // An entry that is not a token (an opaque secret) is listed without an expiry.
                 let token: OAuthToken?
@@ -37,8 +41,12 @@ extension VaultCommand {
                     token = try await vault.token(for: key)
                 } catch let error as VaultError where error.code == .invalidInput {
                     token = nil
+                } catch let error as VaultError where error.code == .unsupportedVersion {
+                    unreadable.append((key, error))
+                    rows.append((key, nil, false, "unreadable"))
+                    continue
                 }
-                rows.append((key, token?.expiresAt, token?.isExpired() ?? false, token != nil))
+                rows.append((key, token?.expiresAt, token?.isExpired() ?? false, token != nil ? "token" : "secret"))
             }
             if json {
                 try Output.json(
@@ -46,24 +54,29 @@ extension VaultCommand {
                         [
                             "service": $0.key.service, "account": $0.key.account,
                             "expires_at": $0.expiresAt.map(Output.timestamp) ?? NSNull(), "expired": $0.expired,
-                            "kind": $0.isToken ? "token" : "secret",
+                            "kind": $0.kind,
                         ] as [String: Any]
                     })
-                return
-            }
-            guard !rows.isEmpty else {
+            } else if rows.isEmpty {
                 try Output.note(service.map { "No entries for \($0)." } ?? "The vault is empty.")
-                return
+            } else {
+                let table =
+                    [["SERVICE", "ACCOUNT", "EXPIRES", "STATE"]]
+                    + rows.map {
+                        [
+                            $0.key.displayService, $0.key.displayAccount, $0.expiresAt.map(Output.timestamp) ?? "-",
+                            $0.kind == "token" ? ($0.expired ? "expired" : "valid") : $0.kind,
+                        ]
+                    }
+                try Output.line(Output.table(table))
             }
-            let table =
-                [["SERVICE", "ACCOUNT", "EXPIRES", "STATE"]]
-                + rows.map {
-                    [
-                        $0.key.displayService, $0.key.displayAccount, $0.expiresAt.map(Output.timestamp) ?? "-",
-                        $0.isToken ? ($0.expired ? "expired" : "valid") : "secret",
-                    ]
-                }
-            try Output.line(Output.table(table))
+            if let first = unreadable.first {
+                let names = unreadable.map { "\($0.key)" }.joined(separator: ", ")
+                throw VaultError(
+                    first.error.code,
+                    "\(unreadable.count == 1 ? "1 entry" : "\(unreadable.count) entries") could not be read: \(names). "
+                        + "\(first.error.message) The other entries are listed above.")
+            }
         }
     }
 }

@@ -2,8 +2,9 @@ import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 
-/// The `vault` command on the Secret Service: the real gnome-keyring that Scripts/test runs on its
-/// private session bus, reached through the bus address the child inherits.
+/// The `vault` command on the Secret Service: the real provider that Scripts/test runs on a private
+/// session bus (gnome-keyring, then KeePassXC and KWallet), reached through the bus address the
+/// child inherits.
 @Suite struct SecretServiceCommandTests {
     /// The sandbox environment plus the test keyring's session bus: what a desktop user has.
     private func keyringEnvironment() throws -> [String: String] {
@@ -48,6 +49,93 @@ import Testing
         #expect(gone.status == 2, "\(gone)")
         // Nothing was written to a file along the way.
         #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path))
+    }
+
+    /// A second `vault set` is a new process replacing an item another process made. KeePassXC
+    /// 2.7.4 answered that, through CreateItem with replace, with a confirmation dialog nobody could
+    /// see, and the set timed out after 10 s; the store now overwrites the found item's secret.
+    @Test func aSecondSetFromANewProcessOverwritesQuickly() throws {
+        let sandbox = try CLISandbox()
+        let service = "tv-cli-over-\(UUID().uuidString.prefix(8).lowercased())"
+        for round in 1...3 {
+            let response = Data(#"{"access_token":"gho_round\#(round)","token_type":"bearer","expires_in":3600}"#.utf8)
+            let clock = ContinuousClock()
+            let start = clock.now
+            let set = try vault(sandbox, ["set", service, "octocat", "--backend", "secret-service"], stdin: response)
+            let elapsed = clock.now - start
+            #expect(set.status == 0, "round \(round): \(set)")
+            #expect(elapsed < .seconds(5), "round \(round) took \(elapsed)")
+            #expect(try vault(sandbox, ["get", service, "octocat", "--backend", "secret-service"]).stdout == "gho_round\(round)\n")
+        }
+        let list = try vault(sandbox, ["list", service, "--json", "--backend", "secret-service"])
+        #expect((list.json as? [[String: Any]])?.count == 1, "\(list)")
+        #expect(try vault(sandbox, ["delete", service, "octocat", "--backend", "secret-service"]).status == 0)
+    }
+
+    /// `secret-tool lookup` prints what `vault set` stored, on every provider (KWallet hands back the
+    /// content type it was given, and secret-tool prints only `text/plain`).
+    @Test func secretToolLooksUpWhatVaultSet() throws {
+        let sandbox = try CLISandbox()
+        let service = "tv-cli-st-\(UUID().uuidString.prefix(8).lowercased())"
+        let response = Data(#"{"access_token":"gho_lookup","token_type":"bearer","expires_in":3600}"#.utf8)
+        #expect(try vault(sandbox, ["set", service, "octocat", "--backend", "secret-service"], stdin: response).status == 0)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/secret-tool")
+        process.arguments = ["lookup", "service", service, "account", "octocat"]
+        process.environment = try keyringEnvironment()
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "secret-tool lookup: \(printed)")
+        #expect(printed.contains(#""access_token":"gho_lookup""#), "secret-tool lookup printed: \(printed)")
+        #expect(try vault(sandbox, ["delete", service, "octocat", "--backend", "secret-service"]).status == 0)
+    }
+
+    /// Any program of the user can put an item of TokenVault's schema in the keyring, for example
+    /// one in a stored-format version this release does not know. It used to make `vault list` fail
+    /// for every entry (exit 5); now the others are listed and the unreadable one is named.
+    @Test func listShowsEveryEntryAndNamesTheOneItCannotRead() throws {
+        let sandbox = try CLISandbox()
+        let service = "tv-cli-v2-\(UUID().uuidString.prefix(8).lowercased())"
+        let response = Data(#"{"access_token":"gho_readable","token_type":"bearer","expires_in":3600}"#.utf8)
+        #expect(try vault(sandbox, ["set", service, "octocat", "--backend", "secret-service"], stdin: response).status == 0)
+        let future = #"{"v":2,"access_token":"gho_future","token_type":"bearer","issued_at":1900000000}"#
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/secret-tool")
+        process.arguments = ["store", "--label=from the future", "xdg:schema", "dev.tokenvault.Credential",
+                             "service", service, "account", "future"]
+        process.environment = try keyringEnvironment()
+        let input = Pipe()
+        process.standardInput = input
+        try process.run()
+        input.fileHandleForWriting.write(Data(future.utf8))
+        try input.fileHandleForWriting.close()
+        process.waitUntilExit()
+        try #require(process.terminationStatus == 0, "secret-tool store failed")
+
+        let list = try vault(sandbox, ["list", service, "--backend", "secret-service"])
+        #expect(list.status == 5, "\(list)")
+        #expect(list.stdout.contains("octocat") && list.stdout.contains("valid"), "the readable entry is listed: \(list.stdout)")
+        #expect(list.stdout.contains("future") && list.stdout.contains("unreadable"), "\(list.stdout)")
+        #expect(list.stderr.contains("\(service)/future"), "the unreadable entry is named: \(list.stderr)")
+        #expect(list.stderr.contains("format version 2"))
+        #expect(!list.stderr.contains("gho_") && !list.stdout.contains("gho_"))
+
+        let json = try vault(sandbox, ["list", service, "--json", "--backend", "secret-service"])
+        #expect(json.status == 5, "\(json)")
+        let rows = try #require(json.json as? [[String: Any]], "\(json)")
+        #expect(rows.map { $0["account"] as? String } == ["future", "octocat"])
+        #expect(rows.map { $0["kind"] as? String } == ["unreadable", "token"])
+
+        // `get` of the unreadable one still says why, with the integrity exit code.
+        let get = try vault(sandbox, ["get", service, "future", "--backend", "secret-service"])
+        #expect(get.status == 5, "\(get)")
+        for account in ["octocat", "future"] {
+            #expect(try vault(sandbox, ["delete", service, account, "--backend", "secret-service"]).status == 0)
+        }
     }
 
     @Test func statusSaysTheKeyringIsUsedAndWhy() throws {

@@ -113,9 +113,19 @@ final class GLibWorker: @unchecked Sendable {
             }
             let job = jobs.removeFirst()
             condition.unlock()
+            // Signals that came in while the thread was idle (a provider's name changing owner,
+            // the bus closing) are handled before the job looks at its connection.
+            while g_main_context_iteration(context, 0) != 0 {}
             job()
             while g_main_context_iteration(context, 0) != 0 {}
         }
+    }
+
+    /// Handles the signals waiting on the calling thread's default main context. Called on
+    /// ``shared``'s thread, inside a job, to learn of a provider that went away during the job.
+    static func dispatchPendingSignals() {
+        let context = g_main_context_get_thread_default()
+        while g_main_context_iteration(context, 0) != 0 {}
     }
 
     private func submit(_ job: @escaping @Sendable () -> Void) {

@@ -12,7 +12,7 @@ internal import CLibSecret
 /// | schema (`xdg:schema` attribute) | `dev.tokenvault.Credential` (``schemaName``), matched with `SECRET_SCHEMA_DONT_MATCH_NAME` |
 /// | attributes | `service` and `account`: the ``CredentialKey``, in Unicode NFC |
 /// | label | `"<service> token for <account>"` (`"<service> secret for <account>"` for opaque secrets) |
-/// | secret | the stored bytes; content type `application/json` for tokens |
+/// | secret | the stored bytes; content type `text/plain` for tokens and text, `application/octet-stream` otherwise |
 ///
 /// Lookups match on `service` and `account` only, so the store and `secret-tool` interoperate:
 ///
@@ -21,12 +21,17 @@ internal import CLibSecret
 /// secret-tool store --label=GitHub service github account octocat   # TokenVault can read it
 /// ```
 ///
-/// A save keeps exactly one item per key: it replaces the item with the same attributes and then
-/// deletes any other unlocked item for the same service and account (such as one that
-/// `secret-tool store` made under its own schema), so that every reader sees the new value.
+/// A save keeps exactly one item per key: it overwrites the secret of this schema's item for the
+/// key (`Item.SetSecret`) or creates one, and then deletes any other unlocked item for the same
+/// service and account (such as one that `secret-tool store` made under its own schema), so that
+/// every reader sees the new value. Every save is read back: a provider that altered or refused the
+/// secret (KeePassXC expands `{USERNAME}`-style placeholders and refuses `{REF:…}`) is an
+/// `integrityFailure`, and the item is put back as it was.
 /// Listing is a search by schema: it finds this schema's items (an item `secret-tool store` made
 /// joins them once TokenVault saves it, or if it was stored with
-/// `xdg:schema dev.tokenvault.Credential`), and reads attributes only, never a secret.
+/// `xdg:schema dev.tokenvault.Credential`), and reads attributes only, never a secret. A locked
+/// default collection is `locked` for every operation, listing included: KeePassXC hides the items
+/// of a locked database from a search, so "absent" is never answered before the lock is checked.
 /// Attributes and labels are not secret: any program of the same user can read them.
 ///
 /// **Time bounds.** Every call has a deadline (``Options/timeout``, 10 s by default) and runs on
@@ -39,7 +44,8 @@ internal import CLibSecret
 /// **Connections.** The store opens its own connection to the session bus and one encrypted
 /// transfer session, once; each operation then costs about one D-Bus round trip per step (a
 /// get is a search plus a read). It never autolaunches a bus and never exits the process when
-/// the bus goes away, unlike GIO's shared session-bus connection.
+/// the bus goes away, unlike GIO's shared session-bus connection. When the provider or the bus
+/// restarts, the next call reconnects by itself: a long-running process needs no new store.
 public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
     /// How the store talks to the Secret Service.
     public struct Options: Sendable {
@@ -72,14 +78,21 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
 
     public var backend: BackendKind { .secretService }
 
-    private let connection: Connection
+    private let link: Link
     private let options: Options
     private let logger: Logger
 
     private init(connection: Connection, options: Options, logger: Logger) {
-        self.connection = connection
+        self.link = Link(connection)
         self.options = options
         self.logger = logger
+    }
+
+    /// The store's connection, replaced when it goes stale (the provider or the bus restarted).
+    /// Read and replaced only on ``GLibWorker/shared``'s thread, one job at a time.
+    private final class Link: @unchecked Sendable {
+        var connection: Connection?
+        init(_ connection: Connection) { self.connection = connection }
     }
 
     /// Connects to the Secret Service on the session bus and opens a transfer session.
@@ -96,13 +109,12 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
         let onTimeout = { @Sendable in
             VaultError(.timeout, "The Secret Service did not answer within \(timeout) while connecting.")
         }
-        // Connecting runs on a thread of its own: a bus that accepts the socket but never answers
-        // would otherwise hold up every other store's calls until the deadline.
-        let bus = try await GLibWorker.detached.run(timeout: timeout, onTimeout: onTimeout) { cancellable in
-            try SessionBusReference(cancellable: cancellable.pointer)
-        }
+        // Connecting runs on the Secret Service thread, bounded by the deadline and its cancellable,
+        // so that GIO queues the connection's callbacks (such as "closed", when the bus goes away)
+        // on that thread's context, which is drained around every call. Queued on a context nobody
+        // runs, they would keep a dead connection alive, and a restarted bus could never be reached.
         let connection = try await GLibWorker.shared.run(timeout: timeout, onTimeout: onTimeout) { cancellable in
-            try Connection(bus: bus, cancellable: cancellable.pointer)
+            try Connection(bus: SessionBusReference(cancellable: cancellable.pointer), cancellable: cancellable.pointer)
         }
         logger.debug("connected to the Secret Service")
         return SecretServiceStore(connection: connection, options: options, logger: logger)
@@ -127,6 +139,21 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
     }
 
     public func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) async throws {
+        try await save(secret, for: key, contentType: contentType, wireContentType: Self.wireContentType(contentType))
+    }
+
+    /// The content type sent with a secret. Tokens (JSON) and text go as `text/plain`, which every
+    /// provider hands back as text: KWallet returns a content type unchanged, and `secret-tool
+    /// lookup` prints only `text/plain` secrets. Other bytes go as `application/octet-stream`,
+    /// which KeePassXC keeps as an attachment, byte for byte. Reading never looks at the content
+    /// type, so items stored earlier as `application/json` read as before.
+    static func wireContentType(_ contentType: SecretContentType) -> String {
+        contentType == .json || contentType == .text ? SecretContentType.text.rawValue : contentType.rawValue
+    }
+
+    /// ``save(_:for:contentType:)`` with the content type on the wire given as is (for tests that
+    /// make items as earlier releases did).
+    func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType, wireContentType: String) async throws {
         guard secret.count <= Self.maximumSecretSize else {
             throw VaultError(
                 .tooLarge,
@@ -136,7 +163,7 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
         let action = "saving \(key)"
         let label = "\(key.service) \(contentType == .json ? "token" : "secret") for \(key.account)"
         for attempt in 0..<2 {
-            switch try await call(action, { try $0.store(secret, key, label: label, contentType: contentType, $1, action: action) }) {
+            switch try await call(action, { try $0.store(secret, key, label: label, wireContentType: wireContentType, $1, action: action) }) {
             case .saved:
                 logger.debug("saved to the Secret Service", metadata: ["key": "\(key)"])
                 return
@@ -164,7 +191,17 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
 
     public func keys(service: String?) async throws -> [CredentialKey] {
         let action = service.map { "listing the entries of \($0)" } ?? "listing the entries"
-        let paths = try await call(action, { try $0.listPaths(service: service, $1, action: action) })
+        var paths: [String] = []
+        for attempt in 0...2 {
+            guard attempt < 2 else { throw Self.stillLocked(action) }
+            let found = try await call(action, { try $0.listPaths(service: service, $1, action: action) })
+            guard let locked = found.locked else {
+                paths = found.paths
+                break
+            }
+            guard attempt == 0 else { continue }
+            try await unlock(locked, action: action)
+        }
         var keys = Set<CredentialKey>()
         // Attributes are read one item at a time (the Secret Service has no bulk read), in
         // batches, so that each call's deadline covers a bounded amount of work.
@@ -190,19 +227,50 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
     // MARK: Calls
 
     /// Runs `body` on the Secret Service thread, bounded by ``Options/timeout``.
+    ///
+    /// A connection that went stale (the provider restarted, so its transfer session is gone, or
+    /// the bus itself restarted) is replaced first, within the same deadline; a call that fails as
+    /// its connection goes stale is run once more on a new one. A long-running process therefore
+    /// never needs a new store.
     private func call<Value: Sendable>(
         _ action: String,
         timeout: Duration? = nil,
         _ body: @escaping @Sendable (Connection, UnsafeMutablePointer<GCancellable>) throws -> Value
     ) async throws -> Value {
-        let connection = self.connection
+        let link = self.link
+        let logger = self.logger
         let limit = timeout ?? options.timeout
         return try await GLibWorker.shared.run(
             timeout: limit,
             onTimeout: { VaultError(.timeout, "The Secret Service did not answer within \(limit) while \(action).") }
         ) { cancellable in
-            try body(connection, cancellable.pointer)
+            do {
+                let connection = try Self.current(link, cancellable.pointer, logger: logger)
+                do {
+                    return try body(connection, cancellable.pointer)
+                } catch let error as VaultError where [.backendUnavailable, .io, .notFound].contains(error.code) {
+                    GLibWorker.dispatchPendingSignals()
+                    guard connection.isStale else { throw error }
+                }
+            }
+            return try body(try Self.current(link, cancellable.pointer, logger: logger), cancellable.pointer)
         }
+    }
+
+    /// The link's connection, replaced by a new one if it is stale. Runs on the worker's thread.
+    private static func current(
+        _ link: Link, _ cancellable: UnsafeMutablePointer<GCancellable>, logger: Logger
+    ) throws -> Connection {
+        if let connection = link.connection, !connection.isStale { return connection }
+        link.connection = nil
+        // GIO hands out its shared session-bus connection, closed or not, for as long as anything
+        // holds it: the old proxy's last references go with callbacks queued on this thread.
+        GLibWorker.dispatchPendingSignals()
+        let bus = try SessionBusReference(cancellable: cancellable)
+        let connection = try Connection(bus: bus, cancellable: cancellable)
+        link.connection = connection
+        logger.debug("reconnected to the Secret Service")
+        return connection
     }
 
     /// Asks the provider to unlock `paths`, which shows a prompt, if the options allow it.

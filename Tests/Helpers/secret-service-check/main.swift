@@ -8,6 +8,7 @@
 // It reads one command per line on stdin and answers each with one JSON line on stdout:
 //   open <timeout-ms> <prompt 0|1>   opens a SecretServiceStore
 //   save <service> <account> <value> | load <service> <account> | delete <service> <account> | keys
+//   save-json <service> <account> <value>  saves the value as a token (content type .json)
 //   save-size <service> <account> <bytes> | load-size <service> <account> <bytes>
 //                                    a patterned secret of that size; load-size reports "matches"
 //   starve <service> <account>       four concurrent loads and a 10 ms ticker on the cooperative
@@ -108,6 +109,12 @@ while let line = readLine() {
     case ("save", 3):
         await run {
             try await requireStore().save(Data(arguments[2].utf8), for: CredentialKey(service: arguments[0], account: arguments[1]))
+            return [:]
+        }
+    case ("save-json", 3):
+        await run {
+            try await requireStore().save(
+                Data(arguments[2].utf8), for: CredentialKey(service: arguments[0], account: arguments[1]), contentType: .json)
             return [:]
         }
     case ("save-size", 3):

@@ -7,8 +7,14 @@ import Testing
 import Glibc
 #endif
 
-/// The real gnome-keyring-daemon that Scripts/test starts on its private session bus.
+/// The real Secret Service provider that Scripts/test runs on a private session bus: gnome-keyring,
+/// or KeePassXC or KWallet (Scripts/providers/run, which sets `TOKENVAULT_TEST_PROVIDER`).
 enum SharedKeyring {
+    /// Which provider serves the shared bus: `gnome-keyring`, `keepassxc` or `kwallet`.
+    static var provider: String {
+        ProcessInfo.processInfo.environment["TOKENVAULT_TEST_PROVIDER"] ?? "gnome-keyring"
+    }
+
     /// The environment that reaches it, or a failed test that says how to get one. Never a skip.
     static func environment() throws -> [String: String] {
         let environment = ProcessInfo.processInfo.environment
@@ -36,8 +42,8 @@ enum SharedKeyring {
 /// started on demand.
 final class PrivateBus: @unchecked Sendable {
     let directory: URL
-    let address: String
-    private let bus: ChildProcess
+    private(set) var address: String
+    private var bus: ChildProcess
     private(set) var keyring: ChildProcess?
 
     /// Starts the bus. Blocking work runs off the cooperative pool (see ``offPool(_:)``).
@@ -73,7 +79,11 @@ final class PrivateBus: @unchecked Sendable {
             </busconfig>
             """.write(to: config, atomically: true, encoding: .utf8)
 
-        bus = try ChildProcess(
+        (bus, address) = try Self.startDaemon(config: config, directory: directory)
+    }
+
+    private static func startDaemon(config: URL, directory: URL) throws -> (ChildProcess, String) {
+        let bus = try ChildProcess(
             "/usr/bin/dbus-daemon", ["--config-file=\(config.path)", "--nofork", "--print-address=1"],
             environment: Self.scratchEnvironment(directory), output: true)
         var text = Data()
@@ -82,8 +92,23 @@ final class PrivateBus: @unchecked Sendable {
             guard !chunk.isEmpty else { break }
             text.append(chunk)
         }
-        address = String(decoding: text, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let address = String(decoding: text, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard address.hasPrefix("unix:") else { throw SetupFailure("dbus-daemon printed no address") }
+        return (bus, address)
+    }
+
+    /// The bus's address as a systemd user session gives it, with no `guid`: a client that has it
+    /// reaches a restarted bus at the same socket.
+    var stableAddress: String { "unix:path=" + directory.appendingPathComponent("runtime/bus").path }
+
+    /// Stops the keyring and the bus, and starts a new bus on the same socket (no keyring on it),
+    /// as when a desktop session's bus is restarted.
+    func restartBus() async throws {
+        try await offPool {
+            self.stopNow()
+            try? FileManager.default.removeItem(atPath: self.directory.appendingPathComponent("runtime/bus").path)  // the old socket
+            (self.bus, self.address) = try Self.startDaemon(config: self.directory.appendingPathComponent("bus.conf"), directory: self.directory)
+        }
     }
 
     deinit {
