@@ -18,7 +18,7 @@ struct VaultCommand: AsyncParsableCommand {
             \(ExitStatus.helpTable)
             """,
         version: TokenVaultVersion.current,
-        subcommands: [SetToken.self, Get.self, List.self, Delete.self, Status.self, Migrate.self, Rekey.self, Login.self, Refresh.self]
+        subcommands: [SetToken.self, Get.self, List.self, Delete.self, Status.self, Migrate.self, Rekey.self, Login.self, Refresh.self, GitCredential.self]
     )
 
     /// Runs the command and turns a ``VaultError`` into a message on stderr and its exit code,
