@@ -61,7 +61,7 @@ extension VaultCommand {
                     "entries": entries.map { $0 as Any } ?? NSNull(),
                 ]
                 if usesFile {
-                    object["file"] = ["path": path, "exists": fileExists, "key": keySource?.description ?? NSNull()] as [String: Any]
+                    object["file"] = ["path": path, "exists": fileExists, "key": keySource?.origin() ?? NSNull()] as [String: Any]
                 }
                 if let failure {
                     object["error"] = ["code": "\(failure.code)", "message": failure.message]
@@ -81,7 +81,7 @@ extension VaultCommand {
                         "vault file:",
                         "\(path) (\(fileExists ? "exists" : "does not exist yet; `vault set` or `vault migrate` creates it"))",
                     ])
-                    rows.append(["key:", keySource?.description ?? "none given"])
+                    rows.append(["key:", keySource?.origin() ?? "none given"])
                 }
                 if let entries { rows.append(["entries:", "\(entries)"]) }
                 Output.line(Output.table(rows))
