@@ -12,7 +12,8 @@ import TokenVault
 /// and how to unlock it. Each falls back to its environment variable.
 struct GlobalOptions: ParsableArguments {
     @Option(help: ArgumentHelp(
-        "auto, secret-service or file (env TOKEN_VAULT_BACKEND; default auto).", valueName: "backend"))
+        "auto, secret-service or file (env TOKEN_VAULT_BACKEND; default auto).", valueName: "backend"),
+        completion: .list(["auto", "secret-service", "file"]))
     var backend: String?
 
     @Option(help: ArgumentHelp(

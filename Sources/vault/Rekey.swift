@@ -32,7 +32,8 @@ extension VaultCommand {
         var newPassphraseFile: String?
 
         @Option(help: ArgumentHelp(
-            "Argon2id cost for a new passphrase: interactive, moderate (default) or sensitive.", valueName: "cost"))
+            "Argon2id cost for a new passphrase: interactive, moderate (default) or sensitive.", valueName: "cost"),
+            completion: .list(["interactive", "moderate", "sensitive"]))
         var kdf: String?
 
         func validate() throws {
