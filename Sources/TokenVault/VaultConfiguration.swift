@@ -112,6 +112,7 @@ public struct VaultConfiguration: Sendable {
                 .invalidInput, "Set TOKEN_VAULT_KEY_FILE or TOKEN_VAULT_PASSPHRASE_FILE, not both."
             )
         }
+        if configuration.keySource == nil { configuration.keySource = try systemdCredentialKeySource(environment: environment) }
         switch environment["TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS"]?.lowercased() {
         case nil, "", "0", "false", "no": break
         case "1", "true", "yes": configuration.allowInsecurePermissions = true

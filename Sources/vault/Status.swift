@@ -67,7 +67,7 @@ extension VaultCommand {
                 if showsFile {
                     object["file"] = [
                         "path": plan.filePath, "exists": plan.fileExists, "used": plan.usesFile,
-                        "key": keySource?.description ?? NSNull(),
+                        "key": keySource?.origin() ?? NSNull(),
                     ] as [String: Any]
                 }
                 if let failure {
@@ -90,7 +90,7 @@ extension VaultCommand {
                         ? "does not exist yet; `vault set` or `vault migrate` creates it"
                         : plan.usesFile || backend == nil ? "exists" : "exists, not used: auto uses the Secret Service"
                     rows.append(["vault file:", "\(plan.filePath) (\(state))"])
-                    if plan.usesFile || backend == nil { rows.append(["key:", keySource?.description ?? "none given"]) }
+                    if plan.usesFile || backend == nil { rows.append(["key:", keySource?.origin() ?? "none given"]) }
                 }
                 if let entries { rows.append(["entries:", "\(entries)"]) }
                 for warning in plan.warnings { rows.append(["warning:", warning]) }

@@ -1,0 +1,176 @@
+public import Foundation
+
+/// The vault as a git credential helper: which entry a request of git's names, and what `get`,
+/// `store` and `erase` do with it. `vault git-credential` is a thin shell around this type.
+///
+/// **Mapping.** By default the entry's service is the request's `host` (with `:port` when there is
+/// one, lowercased) and its account is git's `username`, or `default` when git sends none.
+/// ``service`` and ``account`` pin either, so that
+/// `credential.https://github.com.helper '!vault git-credential --service github'` uses the entry
+/// that `vault login github` made.
+///
+/// **get** answers the entry's access token as the password, refreshing it first through its
+/// stored ``RefreshDescription`` when it expires within ``leeway`` (one refresh per expiry across
+/// every process, as ``Vault/freshToken(for:leeway:timeout:client:)`` does). It answers nothing
+/// (`nil`) when there is no entry, so that git asks its next helper. It never hands a token to
+/// plain `http` outside loopback, where it would cross the network unencrypted.
+///
+/// **store** saves git's password, with `password_expiry_utc` and `oauth_refresh_token` when git
+/// sends them. Storing the password the entry already holds changes nothing but what git adds
+/// (git stores every credential that worked, including the one this helper gave it). An entry
+/// that holds a refresh description is the vault's own (`vault login`): git's copy of its token
+/// is the same or older, so a different password does not replace it.
+///
+/// **erase** removes the entry only if it still holds the password git sends (git's own rule for
+/// helpers): an erase for a token that was refreshed since cannot delete the fresh one.
+///
+/// `store` and `erase` compare and write under the entry's refresh lock, so neither can undo a
+/// refresh that another process makes at the same moment.
+public struct GitCredentialHelper: Sendable {
+    /// The service of the entry, whatever the host; `nil` for the request's host.
+    public var service: String?
+    /// The account of the entry, whatever the user name; `nil` for git's `username` or `default`.
+    public var account: String?
+    /// The user name answered when git sends none; `nil` for the entry's account.
+    public var username: String?
+    /// A token that expires within this many seconds is refreshed before it is answered.
+    public var leeway: TimeInterval
+    /// How long to wait for another process's refresh of the same entry.
+    public var lockTimeout: Duration
+    /// How refresh requests are sent, and the clock that decides expiry.
+    public var client: TokenEndpointClient
+
+    public init(
+        service: String? = nil, account: String? = nil, username: String? = nil, leeway: TimeInterval = 60,
+        lockTimeout: Duration = .seconds(30), client: TokenEndpointClient = TokenEndpointClient()
+    ) {
+        self.service = service
+        self.account = account
+        self.username = username
+        self.leeway = leeway
+        self.lockTimeout = lockTimeout
+        self.client = client
+    }
+
+    /// The entry `request` names, or `nil` when it names none (no host and no pinned service).
+    /// - Throws: `invalidInput` when the names make no valid ``CredentialKey``.
+    public func key(for request: GitCredentialRequest) throws -> CredentialKey? {
+        let service: String
+        if let pinned = self.service {
+            service = pinned
+        } else if let host = request.host, !host.isEmpty {
+            service = host.lowercased()
+        } else {
+            return nil
+        }
+        let account = self.account ?? request.username.flatMap { $0.isEmpty ? nil : $0 } ?? CredentialKey.defaultAccount
+        return try CredentialKey(service: service, account: account)
+    }
+
+    /// Whether a token may be answered for `request`: not over plain `http` to a host that is not
+    /// loopback.
+    public func mayAnswer(_ request: GitCredentialRequest) -> Bool {
+        guard request.scheme?.lowercased() == "http" else { return true }
+        guard let host = request.host else { return false }
+        return RefreshDescription.isLoopback(Self.hostName(host))
+    }
+
+    /// `host` without its `:port` (an IPv6 literal keeps its brackets until isLoopback drops them).
+    static func hostName(_ host: String) -> String {
+        if host.hasPrefix("["), let end = host.firstIndex(of: "]") {
+            return String(host[...end])
+        }
+        if let colon = host.lastIndex(of: ":"), host.firstIndex(of: ":") == colon {
+            return String(host[..<colon])
+        }
+        return host
+    }
+
+    /// The answer to `get`, or `nil` when the vault has none for `request`.
+    /// - Throws: what ``Vault/freshToken(for:leeway:timeout:client:)`` throws, but `notFound`:
+    ///   `expired` (stale and no refresh description), `reauthenticationRequired`, `networkFailure`, …
+    public func get(_ request: GitCredentialRequest, from vault: Vault) async throws -> GitCredentialResponse? {
+        guard let key = try key(for: request), mayAnswer(request) else { return nil }
+        let token: OAuthToken
+        do {
+            token = try await vault.freshToken(for: key, leeway: leeway, timeout: lockTimeout, client: client)
+        } catch let error as VaultError where error.code == .notFound {
+            return nil
+        }
+        let name = request.username.flatMap { $0.isEmpty ? nil : $0 } ?? username ?? key.account
+        return GitCredentialResponse(username: name, password: token.accessToken, passwordExpiry: token.expiresAt)
+    }
+
+    /// What ``store(_:in:)`` did.
+    public enum StoreOutcome: Sendable, Equatable {
+        /// The request names no entry, or carries no password.
+        case ignored
+        /// A new token was saved (a new entry, or a different password over a plain one).
+        case saved
+        /// The entry already held this password; what git added (expiry, refresh token) was merged.
+        case updated
+        /// The entry already held this password and everything git sent.
+        case unchanged
+        /// The entry is the vault's own (it holds a refresh description) and holds a different
+        /// token; it was left as it was.
+        case keptManagedEntry
+    }
+
+    /// Saves the credential git approved. See the type's documentation for the rules.
+    /// - Throws: `invalidInput` when the entry holds an opaque secret, not a token (it is not
+    ///   overwritten); the store's errors.
+    @discardableResult
+    public func store(_ request: GitCredentialRequest, in vault: Vault) async throws -> StoreOutcome {
+        guard let key = try key(for: request), let password = request.password, !password.isEmpty else { return .ignored }
+        return try await vault.withEntryLock(key, timeout: lockTimeout) {
+            guard var entry = try await vault.storedEntry(for: key) else {
+                try await vault.saveToken(Self.token(from: request, password: password), for: key)
+                return .saved
+            }
+            guard Self.same(entry.token.accessToken, password) else {
+                if entry.refresh != nil { return .keptManagedEntry }
+                try await vault.saveToken(Self.token(from: request, password: password), for: key)
+                return .saved
+            }
+            var token = entry.token
+            if let expiry = request.passwordExpiry { token.expiresAt = OAuthToken.wholeSeconds(expiry) }
+            if let refreshToken = request.oauthRefreshToken, !refreshToken.isEmpty { token.refreshToken = refreshToken }
+            guard token != entry.token else { return .unchanged }
+            if token.refreshToken != entry.token.refreshToken { entry.rejection = nil }
+            entry.token = token
+            try await vault.store.save(entry.storedForm(), for: key, contentType: .json)
+            return .updated
+        }
+    }
+
+    /// Removes the entry if it still holds the password git sends. Returns whether it did.
+    /// - Throws: `invalidInput` when the entry holds an opaque secret (it is kept); the store's errors.
+    @discardableResult
+    public func erase(_ request: GitCredentialRequest, from vault: Vault) async throws -> Bool {
+        guard let key = try key(for: request), let password = request.password else { return false }
+        return try await vault.withEntryLock(key, timeout: lockTimeout) {
+            guard let entry = try await vault.storedEntry(for: key), Self.same(entry.token.accessToken, password) else {
+                return false
+            }
+            return try await vault.deleteToken(for: key)
+        }
+    }
+
+    /// The token git's credential describes: the password as a bearer access token.
+    static func token(from request: GitCredentialRequest, password: String) -> OAuthToken {
+        OAuthToken(
+            accessToken: password, tokenType: "Bearer",
+            refreshToken: request.oauthRefreshToken.flatMap { $0.isEmpty ? nil : $0 },
+            expiresAt: request.passwordExpiry)
+    }
+
+    /// Compares two secrets without stopping at the first difference.
+    static func same(_ left: String, _ right: String) -> Bool {
+        let left = Array(left.utf8)
+        let right = Array(right.utf8)
+        guard left.count == right.count else { return false }
+        var difference: UInt8 = 0
+        for index in left.indices { difference |= left[index] ^ right[index] }
+        return difference == 0
+    }
+}

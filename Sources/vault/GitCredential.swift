@@ -1,0 +1,141 @@
+import ArgumentParser
+import Foundation
+import TokenVault
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+extension VaultCommand {
+    struct GitCredential: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "git-credential",
+            abstract: "A git credential helper backed by the vault (get, store, erase).",
+            discussion: """
+                Speaks git's credential protocol (git help credential) on stdin and stdout:
+
+                  git config --global credential.helper '!vault git-credential'
+                  git config --global credential.https://github.com.helper '!vault git-credential --service github'
+
+                The entry's service is the request's host (with :port when there is one) and its \
+                account is git's username, or 'default' when git sends none; --service and \
+                --account pin them, so that the second line uses the entry `vault login github` made.
+
+                get answers username, password (the access token) and password_expiry_utc, \
+                refreshing the token first through its stored refresh description when it expires \
+                within 60 s. With no entry it prints nothing and exits 0, so that git asks its next \
+                helper. It never prompts, for a passphrase or anything else: a file vault needs \
+                TOKEN_VAULT_KEY_FILE, TOKEN_VAULT_PASSPHRASE_FILE or a systemd credential. It never \
+                answers plain http outside loopback.
+
+                store saves the password with password_expiry_utc and oauth_refresh_token when git \
+                sends them; an entry holding a refresh description (vault login) keeps its own token. \
+                erase removes the entry only if it still holds the password git sends. Other \
+                operations are ignored, as the protocol asks.
+                """,
+            // Not listed in `vault --help` until the root help snapshot (Tests/vaultTests/HelpTests)
+            // lists it; `vault help git-credential` and the command itself work.
+            shouldDisplay: false
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        @Option(help: ArgumentHelp("Use this service for every request instead of the host.", valueName: "name"))
+        var service: String?
+
+        @Option(help: ArgumentHelp("Use this account instead of git's username (or 'default').", valueName: "name"))
+        var account: String?
+
+        @Option(help: ArgumentHelp(
+            "The username to answer when git sends none (default: the entry's account).", valueName: "name"))
+        var username: String?
+
+        @Argument(help: "get, store or erase (git passes it).")
+        var operation: String
+
+        func validate() throws {
+            for (name, value) in [("--service", service), ("--account", account), ("--username", username)] {
+                guard let value else { continue }
+                do {
+                    _ = try CredentialKey(service: value, account: value)
+                } catch let error as VaultError {
+                    throw ValidationError("\(name): \(error.message)")
+                }
+            }
+        }
+
+        func run() async throws {
+            let request = try GitCredentialRequest(parsing: try Self.readRequest())
+            let helper = GitCredentialHelper(service: service, account: account, username: username)
+            switch operation {
+            case "get":
+                guard try helper.key(for: request) != nil else { return }
+                if !helper.mayAnswer(request), let host = request.host {
+                    Output.note("vault git-credential: not answering for plain http to \(host): the token would cross the network unencrypted.")
+                    return
+                }
+                guard let vault = try await openVault(creating: false) else { return }
+                if let response = try await helper.get(request, from: vault) {
+                    FileHandle.standardOutput.write(Data(try response.formatted().utf8))
+                }
+            case "store":
+                guard try helper.key(for: request) != nil, request.password != nil else { return }
+                guard let vault = try await openVault(creating: true) else { return }
+                if try await helper.store(request, in: vault) == .keptManagedEntry, let key = try helper.key(for: request) {
+                    Output.note(
+                        "vault git-credential: kept the token of \(key), which the vault refreshes itself; git's different password was not stored (vault delete \(key.service) \(key.account) to replace it).")
+                }
+            case "erase":
+                guard try helper.key(for: request) != nil, request.password != nil else { return }
+                guard let vault = try await openVault(creating: false) else { return }
+                try await helper.erase(request, from: vault)
+            default:
+                // "If a helper receives any other operation, it should silently ignore the request."
+                return
+            }
+        }
+
+        /// The vault, opened without asking anything of anyone: no terminal passphrase prompt, no
+        /// keyring unlock prompt. `nil` when the file backend would be used and has no file yet
+        /// (and `creating` is false): nothing is stored, so there is nothing to answer or erase.
+        private func openVault(creating: Bool) async throws -> Vault? {
+            var configuration = try global.configuration()
+            configuration.createIfMissing = creating
+            configuration.secretService.unlockPrompt = false
+            let probe = await GlobalOptions.probe(for: configuration)
+            let usesFile =
+                configuration.backend == .file || (configuration.backend == .auto && probe?.outcome != .available)
+            if usesFile && !creating && !GlobalOptions.exists(configuration.resolvedFilePath) {
+                return nil
+            }
+            return try await Vault.open(configuration, probe: probe)
+        }
+
+        /// Reads git's request from stdin: up to a blank line or the end of the input, at most
+        /// ``GitCredentialRequest/maximumLength`` bytes (one more, so that the parser refuses it).
+        static func readRequest() throws -> Data {
+            let limit = GitCredentialRequest.maximumLength + 1
+            var data = Data()
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            while data.count < limit {
+                let count = chunk.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, min($0.count, limit - data.count)) }
+                if count < 0 {
+                    let code = errno
+                    if code == EINTR { continue }
+                    throw VaultError(.io, "Could not read the credential request from standard input: \(String(cString: strerror(code))).")
+                }
+                if count == 0 { break }
+                data.append(contentsOf: chunk[0..<count])
+                // A blank line ends the request; an interactive caller need not press Ctrl-D.
+                if data.first == UInt8(ascii: "\n") || data.range(of: Data("\n\n".utf8)) != nil
+                    || data.range(of: Data("\n\r\n".utf8)) != nil
+                {
+                    break
+                }
+            }
+            return data
+        }
+    }
+}
