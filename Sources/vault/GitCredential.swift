@@ -73,7 +73,7 @@ extension VaultCommand {
             case "get":
                 guard try helper.key(for: request) != nil else { return }
                 if !helper.mayAnswer(request), let host = request.host {
-                    Output.note("vault git-credential: not answering for plain http to \(host): the token would cross the network unencrypted.")
+                    try Output.note("vault git-credential: not answering for plain http to \(host): the token would cross the network unencrypted.")
                     return
                 }
                 guard let vault = try await openVault(creating: false) else { return }
@@ -84,7 +84,7 @@ extension VaultCommand {
                 guard try helper.key(for: request) != nil, request.password != nil else { return }
                 guard let vault = try await openVault(creating: true) else { return }
                 if try await helper.store(request, in: vault) == .keptManagedEntry, let key = try helper.key(for: request) {
-                    Output.note(
+                    try Output.note(
                         "vault git-credential: kept the token of \(key), which the vault refreshes itself; git's different password was not stored (vault delete \(key.service) \(key.account) to replace it).")
                 }
             case "erase":
@@ -104,13 +104,13 @@ extension VaultCommand {
             var configuration = try global.configuration()
             configuration.createIfMissing = creating
             configuration.secretService.unlockPrompt = false
-            let probe = await GlobalOptions.probe(for: configuration)
-            let usesFile =
-                configuration.backend == .file || (configuration.backend == .auto && probe?.outcome != .available)
-            if usesFile && !creating && !GlobalOptions.exists(configuration.resolvedFilePath) {
+            // The one backend plan every command uses; its warnings are not shown, since git
+            // passes a helper's stderr on to the person running git.
+            let plan = await BackendPlan.make(for: configuration)
+            if plan.usesFile && !creating && !plan.fileExists {
                 return nil
             }
-            return try await Vault.open(configuration, probe: probe)
+            return try await Vault.open(configuration, plan: plan)
         }
 
         /// Reads git's request from stdin: up to a blank line or the end of the input, at most

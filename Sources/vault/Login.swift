@@ -63,7 +63,7 @@ extension VaultCommand {
                 if let complete = authorization.verificationURIComplete {
                     lines.append("(or open \(complete.absoluteString))")
                 }
-                Output.note(lines.joined(separator: "\n"))
+                try Output.note(lines.joined(separator: "\n"))
                 token = try await client.pollDeviceAuthorization(authorization, description: description)
             } else {
                 guard let authorizeURL, let url = URL(string: authorizeURL), url.scheme != nil else {
@@ -71,15 +71,15 @@ extension VaultCommand {
                 }
                 let login = try AuthorizationCodeLogin(authorizationEndpoint: url, description: description, timeout: .seconds(timeout))
                 token = try await login.run(client: client) { url in
-                    Output.note("To log in, open this URL in a browser:\n\(url.absoluteString)")
+                    try Output.note("To log in, open this URL in a browser:\n\(url.absoluteString)")
                     if AuthorizationCodeLogin.openInBrowser(url) {
-                        Output.note("(opened with xdg-open)")
+                        try Output.note("(opened with xdg-open)")
                     }
                 }
             }
             try await vault.saveToken(token, for: key, refresh: description)
             let expiry = token.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no known expiry"
-            Output.note("Logged in; saved the token for \(key) (\(expiry)) in the \(vault.selection.backend) backend.")
+            try Output.note("Logged in; saved the token for \(key) (\(expiry)) in the \(vault.selection.backend) backend.")
         }
     }
 }

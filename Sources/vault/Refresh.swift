@@ -30,7 +30,7 @@ extension VaultCommand {
             let vault = try await RefreshCLI.existingVault(global, key: key)
             let token = try await vault.refreshToken(for: key)
             let expiry = token.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no known expiry"
-            Output.note("Refreshed the token for \(key) (\(expiry)).")
+            try Output.note("Refreshed the token for \(key) (\(expiry)).")
         }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 @testable import TokenVault
 
 /// The one place that chooses a backend, fed with what a probe could find. No daemon: the probe

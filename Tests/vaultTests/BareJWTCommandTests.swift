@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 import TokenVault
 
 /// `vault set` of a bare JWT keeps the expiry its `exp` claim gives, as a response does.

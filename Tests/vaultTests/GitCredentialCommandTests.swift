@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 
 /// `vault git-credential` never asks anyone anything: git runs it with no way to answer, and a
 /// prompt on the user's terminal in the middle of `git push` would hang or confuse. Run here with a

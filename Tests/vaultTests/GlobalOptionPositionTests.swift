@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 
 /// Issue 15: global options work before the subcommand, as users of git, docker and kubectl type
 /// them, and after it, with the same meaning, in help and in shell completion.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 
 /// Issue 13 item 7: stdout or stderr that cannot be written is an error with exit code 74
 /// (EX_IOERR) and a message where one can still go, never a trap with a stack trace. The

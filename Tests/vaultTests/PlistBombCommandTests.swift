@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 import TokenVault
 
 /// `vault migrate` refuses a plist bomb quickly, in bounded memory (measured by /usr/bin/time).

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 
 #if canImport(Glibc)
     import Glibc

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 import TokenVault
 
 /// A token response whose token would inject an HTTP header is refused, and nothing is stored

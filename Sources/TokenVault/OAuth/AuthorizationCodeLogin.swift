@@ -26,13 +26,13 @@ public struct AuthorizationCodeLogin: Sendable {
         self.timeout = timeout
     }
 
-    /// Runs the login: listens on a loopback port, gives `present` the URL to open (print it,
-    /// open a browser), waits for the redirect, checks `state`, and exchanges the code with its
+    /// Runs the login: listens on a loopback port, gives `present` the URL to open (print it;
+    /// open a browser; an error it throws ends the login), waits for the redirect, checks `state`, and exchanges the code with its
     /// PKCE verifier for a token.
     /// - Throws: `timeout` when no redirect came in time; `invalidInput` for a redirect whose
     ///   `state` does not match; `tokenEndpointError` when the server sent an error (the user
     ///   denied, say); the ``TokenEndpointClient`` errors for the exchange.
-    public func run(client: TokenEndpointClient = TokenEndpointClient(), present: @Sendable (URL) async -> Void) async throws -> OAuthToken {
+    public func run(client: TokenEndpointClient = TokenEndpointClient(), present: @Sendable (URL) async throws -> Void) async throws -> OAuthToken {
         let listener = try LoopbackListener()
         defer { listener.close() }
         let redirectURI = "http://127.0.0.1:\(listener.port)/callback"
@@ -60,7 +60,7 @@ public struct AuthorizationCodeLogin: Sendable {
         guard let url = components.url else {
             throw VaultError(.configurationError, "Could not build the authorization URL.")
         }
-        await present(url)
+        try await present(url)
 
         let query = try await listener.waitForRedirect(path: "/callback", timeout: timeout)
         guard query["state"] == state else {

@@ -209,30 +209,35 @@ extension Vault {
 
     /// The coordinator and lock location for this vault's store.
     private func refreshCoordination() throws -> (coordinator: RefreshCoordinator, lockDirectory: RefreshLockDirectory?) {
-        let identity: RefreshStoreIdentity
-        let lockDirectory: RefreshLockDirectory?
-        switch store.backendName {
-        case "memory" where store is MemoryStore:
+        let placement = try refreshLockPlacement()
+        return (RefreshCoordinatorRegistry.shared.coordinator(for: placement.identity), placement.lockDirectory)
+    }
+
+    /// Where this vault's refreshes meet: the in-process identity that tasks share, and the
+    /// directory of the per-key lock files that processes share (`nil` when no other process can
+    /// see the store). One rule, used by the refresh flight and by every compare-and-write that
+    /// must not interleave with it (the git credential helper's store and erase).
+    func refreshLockPlacement() throws -> (identity: RefreshStoreIdentity, lockDirectory: RefreshLockDirectory?) {
+        switch store.backend {
+        case .memory where store is MemoryStore:
             // Process memory: nobody outside this process can see it, so no file lock is needed.
-            identity = .object(store as AnyObject)
-            lockDirectory = nil
-        case "file":
-            guard let path = selection.filePath ?? (store as? EncryptedFileStore)?.path else {
+            return (.object(store as AnyObject), nil)
+        case .file:
+            // The store's own path is the vault's real path (links resolved), so that every path
+            // that reaches one vault meets at the same locks.
+            guard let path = (store as? EncryptedFileStore)?.path ?? selection.filePath else {
                 throw VaultError(
                     .invalidInput,
                     "freshToken(for:) needs the vault file's path to place its lock files; open the vault with Vault.open(_:).")
             }
-            identity = .named("file:\((path as NSString).standardizingPath)")
-            lockDirectory = try RefreshLockDirectory.forVaultFile(path)
-        case "secret-service":
-            identity = .named("secret-service")
-            lockDirectory = try RefreshLockDirectory.forRuntime(scope: "secret-service")
-        default:
+            return (.named("file:\((path as NSString).standardizingPath)"), try RefreshLockDirectory.forVaultFile(path))
+        case .secretService:
+            return (.named("secret-service"), try RefreshLockDirectory.forRuntime(scope: "secret-service"))
+        case .memory, .custom:
             // A store of the caller's own: it may be shared between processes, so lock anyway.
-            identity = type(of: store as Any) is AnyObject.Type ? .object(store as AnyObject) : .none
-            lockDirectory = try RefreshLockDirectory.forRuntime(scope: "backend:\(store.backendName)")
+            let identity: RefreshStoreIdentity = type(of: store as Any) is AnyObject.Type ? .object(store as AnyObject) : .none
+            return (identity, try RefreshLockDirectory.forRuntime(scope: "backend:\(store.backendName)"))
         }
-        return (RefreshCoordinatorRegistry.shared.coordinator(for: identity), lockDirectory)
     }
 
     static func noToken(_ key: CredentialKey) -> VaultError {

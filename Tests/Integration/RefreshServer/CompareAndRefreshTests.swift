@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 // @testable only for RefreshLockDirectory: the test holds the documented lock file itself.
 @testable import TokenVault
 
@@ -11,7 +12,7 @@ import Glibc
 /// coordinator of its own and callers meet only at the per-key lock, as separate processes do.
 struct SeparateCallersStore: CredentialStore {
     let inner: MemoryStore
-    var backendName: String { "compare-test" }
+    var backend: BackendKind { .custom("compare-test") }
     func load(_ key: CredentialKey) async throws -> Data? { await inner.load(key) }
     func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) async throws {
         await inner.save(secret, for: key, contentType: contentType)

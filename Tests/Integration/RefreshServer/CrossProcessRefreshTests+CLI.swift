@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 // @testable only for RefreshLockDirectory: the test holds the documented lock file itself.
 @testable import TokenVault
 
@@ -15,7 +16,7 @@ extension RefreshCrossProcessTests {
     private func run(
         _ scratch: VaultScratch, _ arguments: [String], store: SharedStore = .encryptedFile, input: Data? = nil, label: String
     ) async throws -> (status: Int32, stdout: String, stderr: String) {
-        let child = try ChildProcess("vault", arguments: arguments, environment: scratch.environment(store), outputPath: scratch.path("\(label).out"))
+        let child = try HelperProcess("vault", arguments: arguments, environment: scratch.environment(store), outputPath: scratch.path("\(label).out"))
         if let input {
             let path = scratch.path("\(label).in")
             try input.write(to: URL(fileURLWithPath: path))
@@ -62,9 +63,9 @@ extension RefreshCrossProcessTests {
             try #require(descriptor >= 0 && flock(descriptor, LOCK_EX) == 0)
             var released = false
             defer { if !released { close(descriptor) } }
-            var children: [ChildProcess] = []
+            var children: [HelperProcess] = []
             for index in 0..<8 {
-                let child = try ChildProcess(
+                let child = try HelperProcess(
                     "vault", arguments: ["get", key.service, key.account, "--fresh"], environment: scratch.environment(store),
                     outputPath: scratch.path("get-\(index).out"))
                 try child.start()
@@ -192,7 +193,7 @@ extension RefreshCrossProcessTests {
         let user = uniqueName("cli-device")
         let key = try CredentialKey(service: uniqueName("tv-cli"), account: "acct")
         try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
-            let child = try ChildProcess(
+            let child = try HelperProcess(
                 "vault",
                 arguments: [
                     "login", key.service, key.account, "--token-url", server.url.appendingPathComponent("token").absoluteString,
@@ -226,7 +227,7 @@ extension RefreshCrossProcessTests {
         let user = uniqueName("cli-code")
         let key = try CredentialKey(service: uniqueName("tv-cli"), account: "acct")
         try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
-            let child = try ChildProcess(
+            let child = try HelperProcess(
                 "vault",
                 arguments: [
                     "login", key.service, key.account, "--token-url", server.url.appendingPathComponent("token").absoluteString,

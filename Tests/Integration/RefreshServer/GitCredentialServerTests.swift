@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 import TokenVault
 
 #if canImport(Glibc)
@@ -124,7 +125,7 @@ import Glibc
         static func make(
             _ scratch: VaultScratch, oauth: TestOAuthServer, helperArguments: [String]
         ) async throws -> GitWorld {
-            let vaultPath = try ChildProcess.executable("vault").path
+            let vaultPath = try Products.executable("vault")
             let home = scratch.path("home")
             try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: false)
             var environment = scratch.environment(.encryptedFile)
@@ -362,7 +363,7 @@ import Glibc
     @Test func theReadmeExamplesRunAsWritten() async throws {
         let user = uniqueName("readme")
         try await withWorld(helperArguments: []) { world, vault, oauth in
-            let products = try ChildProcess.executable("vault").deletingLastPathComponent().path
+            let products = (try Products.executable("vault") as NSString).deletingLastPathComponent
             var environment = world.environment
             environment["PATH"] = "\(products):/usr/bin:/bin"
             let configFile = try #require(environment["GIT_CONFIG_GLOBAL"])

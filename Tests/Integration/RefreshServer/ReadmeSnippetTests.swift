@@ -6,6 +6,7 @@ import FoundationNetworking  // URLRequest and URLSession on Linux
 import TokenVault
 // README:imports-end
 import Testing
+@testable import TokenVaultTestSupport
 
 /// The README's "Fresh tokens" snippet is this file's code between the README markers, so it is
 /// compiled with every build, and this test checks that the README still shows exactly that code.

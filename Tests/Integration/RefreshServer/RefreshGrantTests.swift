@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Testing
+@testable import TokenVaultTestSupport
 import TokenVault
 
 #if canImport(FoundationNetworking)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 import TokenVault
 
 #if canImport(FoundationNetworking)

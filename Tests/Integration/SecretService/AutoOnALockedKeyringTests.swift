@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 @testable import TokenVault
 
 #if canImport(Glibc)
@@ -16,7 +17,7 @@ import Glibc
     private func vault(
         _ arguments: [String], stdin: String = "", bus: PrivateBus, directory: TemporaryDirectory, keyFile: String
     ) async throws -> (status: Int32, stdout: String, stderr: String) {
-        let path = try SecretServiceCheck.sibling("vault")
+        let path = try Products.executable("vault")
         let environment = bus.environment.merging(
             ["TOKEN_VAULT_FILE": directory.file("tokens.vault"), "TOKEN_VAULT_KEY_FILE": keyFile]) { $1 }
         let errorPath = directory.file("stderr-\(UUID().uuidString.prefix(8))")
@@ -36,7 +37,7 @@ import Glibc
         let bus = try await PrivateBus.start()
         try await bus.startKeyring(password: Self.password)
         let directory = try TemporaryDirectory()
-        let keyFile = try FileTestSupport.keyFile(in: directory)
+        let keyFile = try directory.keyFile()
         let file = directory.file("tokens.vault")
         func run(_ arguments: [String], stdin: String = "") async throws -> (status: Int32, stdout: String, stderr: String) {
             try await vault(arguments, stdin: stdin, bus: bus, directory: directory, keyFile: keyFile)

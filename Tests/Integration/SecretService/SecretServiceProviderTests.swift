@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 @testable import TokenVault
 
 #if canImport(Glibc)
@@ -149,7 +150,7 @@ struct ProviderBus {
                 "/usr/bin/dbus-send", ["--bus=\(address)", "--print-reply", "--dest=org.freedesktop.secrets"] + arguments,
                 environment: ["PATH": "/usr/bin:/bin"])
             guard result.status == 0 else { throw SetupFailure("dbus-send \(arguments): \(result.stderr)") }
-            return result.stdout
+            return result.stdoutText
         }
     }
 

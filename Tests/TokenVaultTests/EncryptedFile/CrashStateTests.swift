@@ -5,6 +5,7 @@
 import Foundation
 import Synchronization
 import Testing
+@testable import TokenVaultTestSupport
 @testable import TokenVault
 
 /// Records the file operations below one directory, and can fail one of them.

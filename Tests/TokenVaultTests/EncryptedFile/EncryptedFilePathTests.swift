@@ -3,6 +3,7 @@
 // FIFOs, a read-only mount without a lock file, a sparse tail, short passphrases, and messages.
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 @testable import TokenVault
 
 #if canImport(Glibc)

@@ -2,6 +2,7 @@
 // tail cut at every byte, zero fill, and tampering anywhere in a record.
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 @testable import TokenVault
 
 @Suite struct RecordLogTests {

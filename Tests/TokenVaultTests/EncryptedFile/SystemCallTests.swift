@@ -2,6 +2,7 @@
 // plist migration) failing at each step, and a FIFO given where a plist is expected.
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 @testable import TokenVault
 
 #if canImport(Glibc)

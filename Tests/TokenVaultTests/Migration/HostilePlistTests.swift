@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 import TokenVault
 
 /// Plists of a few hundred bytes that would make Foundation build millions of objects are

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 import TokenVault
 
 /// Messages read as English: "an access token", not "a access token".

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenVaultTestSupport
 import TokenVault
 
 /// Tokens nested in arrays and dictionaries are found, migrated and scrubbed (only the token
