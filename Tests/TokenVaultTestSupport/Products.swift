@@ -26,3 +26,19 @@ enum Products {
         ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"].contains($0.key)
     }
 }
+
+/// Files of the package itself (README.md, Tests/git-server/…), found from the package root: the
+/// nearest directory above `file` that holds Package.swift. Tests name paths from the root, so
+/// moving a test file does not break them.
+enum PackageFiles {
+    static func path(_ relative: String, from file: String = #filePath) -> String {
+        var directory = URL(fileURLWithPath: file).deletingLastPathComponent()
+        while directory.path != "/" {
+            if FileManager.default.fileExists(atPath: directory.appendingPathComponent("Package.swift").path) {
+                return directory.appendingPathComponent(relative).path
+            }
+            directory.deleteLastPathComponent()
+        }
+        return relative
+    }
+}

@@ -70,8 +70,7 @@ import Glibc
         private let exited: AsyncStream<Int32>
 
         /// Tests/git-server/server.py, found from this file.
-        static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("git-server/server.py").path
+        static let script = PackageFiles.path("Tests/git-server/server.py")
 
         init(root: String, oauth: TestOAuthServer, scratch: VaultScratch) async throws {
             self.root = root

@@ -59,8 +59,7 @@ import Testing
 
     @Test func theReadmeShowsTheCompiledSnippet() throws {
         let source = try String(contentsOfFile: #filePath, encoding: .utf8)
-        let readmePath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("README.md").path
+        let readmePath = PackageFiles.path("README.md")
         let readme = try String(contentsOfFile: readmePath, encoding: .utf8)
         let expected = try Self.section("imports", of: source) + [""] + Self.section("preface", of: source) + [""]
             + Self.section("body", of: source) + Self.section("catch", of: source) + ["}"]
