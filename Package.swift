@@ -4,7 +4,7 @@ import PackageDescription
 
 // TokenVault builds on Linux only: the Secret Service backend is libsecret over D-Bus, and the
 // encrypted file relies on Linux's flock, fdatasync and /proc. No `platforms:` entry is declared,
-// and Sources/TokenVault/TokenVaultVersion.swift stops other systems with one `#error`.
+// and Sources/TokenVault/Internal/SupportedPlatform.swift stops other systems with one `#error`.
 //
 // The root package holds the products and their tests only. Benchmarks/ and Fuzz/ are packages
 // of their own that depend on this one (`swift build --package-path Benchmarks`), and the example
