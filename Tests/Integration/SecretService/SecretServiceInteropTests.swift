@@ -1,4 +1,8 @@
 import Foundation
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
 @testable import TokenVaultTestSupport
 @testable import TokenVault
@@ -18,6 +22,14 @@ import Testing
         process.standardError = output
         process.standardInput = stdin
         try process.run()
+        // Bounded: a provider that waits on a dialog nobody can see (KeePassXC 2.7.4 asks before
+        // `secret-tool store` replaces an item) must fail this test, not hang the whole run.
+        // SIGKILL: Foundation's Process passes on the test runner's blocked signal mask, so a
+        // SIGTERM would never arrive.
+        let pid = process.processIdentifier
+        let watchdog = DispatchWorkItem { if process.isRunning { _ = kill(pid, SIGKILL) } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 30, execute: watchdog)
+        defer { watchdog.cancel() }
         if let input { stdin.fileHandleForWriting.write(input) }
         try stdin.fileHandleForWriting.close()
         let data = output.fileHandleForReading.readDataToEndOfFile()
@@ -119,6 +131,10 @@ import Testing
         #expect(token.expiresAt == nil)
 
         // A JWT keeps its exp claim; `echo` without -n adds a line break, which is not the token's.
+        // The first item is deleted first: `secret-tool store` over an existing item replaces it
+        // through CreateItem, which KeePassXC 2.7.4 answers with an access dialog that headless
+        // nobody can click (the store itself uses Item.SetSecret for that reason).
+        #expect(try await store.delete(key))
         let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJleHAiOjE1MDAwMDAwMDB9.c2ln"  // {"exp":1500000000}
         _ = try secretTool(
             ["store", "--label=GitHub", "service", key.service, "account", key.account], input: Data("\(jwt)\n".utf8))
