@@ -6,29 +6,6 @@ import TokenVault
 /// Plists of a few hundred bytes that would make Foundation build millions of objects are
 /// refused before Foundation sees them: the work a plist can cause is bounded, not only its size.
 @Suite struct HostilePlistTests {
-    /// A binary plist `{"k": a}` where `a` is an array holding the same array twice, `levels`
-    /// deep: `levels` + 4 objects on disk, 2^levels leaves once expanded.
-    static func sharedReferences(levels: Int) -> Data {
-        func be(_ value: Int, _ size: Int) -> [UInt8] { (0..<size).reversed().map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) } }
-        var objects: [[UInt8]] = [[0x51, UInt8(ascii: "k")], [0x51, UInt8(ascii: "x")]]
-        for level in 0..<levels {
-            let child = level == 0 ? 1 : level + 1
-            objects.append([0xA2] + be(child, 2) + be(child, 2))
-        }
-        let top = objects.count
-        objects.append([0xD1] + be(0, 2) + be(levels + 1, 2))
-        var bytes = Array("bplist00".utf8)
-        var offsets: [Int] = []
-        for object in objects {
-            offsets.append(bytes.count)
-            bytes += object
-        }
-        let table = bytes.count
-        for offset in offsets { bytes += be(offset, 4) }
-        bytes += [0, 0, 0, 0, 0, 0, 4, 2] + be(objects.count, 8) + be(top, 8) + be(table, 8)
-        return Data(bytes)
-    }
-
     static func migrate(_ data: Data, named name: String) async throws -> (VaultError?, Duration) {
         let directory = try TemporaryDirectory()
         let url = URL(fileURLWithPath: directory.file(name))
@@ -47,7 +24,7 @@ import TokenVault
 
     /// 22 levels: 352 bytes that Foundation would expand into 4 million objects.
     @Test func sharedReferencesAreRefusedBeforeParsing() async throws {
-        let data = Self.sharedReferences(levels: 22)
+        let data = HostilePlist.sharedReferences(levels: 22)
         #expect(data.count < 400)
         let (error, elapsed) = try await Self.migrate(data, named: "bomb.plist")
         let refusal = try #require(error)
@@ -59,13 +36,13 @@ import TokenVault
 
     /// The same shape, shallow enough to be a real plist, is read as before.
     @Test func sharedReferencesWithinTheBudgetAreRead() async throws {
-        let (error, _) = try await Self.migrate(Self.sharedReferences(levels: 8), named: "fine.plist")
+        let (error, _) = try await Self.migrate(HostilePlist.sharedReferences(levels: 8), named: "fine.plist")
         #expect(error == nil, "\(String(describing: error))")
     }
 
     /// An array that contains itself is refused, not walked forever.
     @Test func aCycleIsRefused() async throws {
-        var bytes = [UInt8](Self.sharedReferences(levels: 1))
+        var bytes = [UInt8](HostilePlist.sharedReferences(levels: 1))
         // Object 2 (the array) refers to object 1 twice; make it refer to itself: refs at 8+2+2+1.
         let arrayOffset = 8 + 2 + 2
         #expect(bytes[arrayOffset] == 0xA2)
