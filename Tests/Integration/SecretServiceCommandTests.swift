@@ -103,18 +103,29 @@ import Testing
         let response = Data(#"{"access_token":"gho_readable","token_type":"bearer","expires_in":3600}"#.utf8)
         #expect(try vault(sandbox, ["set", service, "octocat", "--backend", "secret-service"], stdin: response).status == 0)
         let future = #"{"v":2,"access_token":"gho_future","token_type":"bearer","issued_at":1900000000}"#
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/secret-tool")
-        process.arguments = ["store", "--label=from the future", "xdg:schema", "dev.tokenvault.Credential",
-                             "service", service, "account", "future"]
-        process.environment = try keyringEnvironment()
-        let input = Pipe()
-        process.standardInput = input
-        try process.run()
-        input.fileHandleForWriting.write(Data(future.utf8))
-        try input.fileHandleForWriting.close()
-        process.waitUntilExit()
-        try #require(process.terminationStatus == 0, "secret-tool store failed")
+        // kwalletd5 5.103 now and then drops secret-tool's new session right after another client
+        // closed its own ("Can't find session …"; Backends.md): that attempt is repeated, twice at most.
+        var status: Int32 = -1
+        var errors = ""
+        for _ in 0..<3 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/secret-tool")
+            process.arguments = ["store", "--label=from the future", "xdg:schema", "dev.tokenvault.Credential",
+                                 "service", service, "account", "future"]
+            process.environment = try keyringEnvironment()
+            let input = Pipe()
+            let errorPipe = Pipe()
+            process.standardInput = input
+            process.standardError = errorPipe
+            try process.run()
+            input.fileHandleForWriting.write(Data(future.utf8))
+            try input.fileHandleForWriting.close()
+            errors = String(decoding: errorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            status = process.terminationStatus
+            if status == 0 || !errors.contains("Can't find session") { break }
+        }
+        try #require(status == 0, "secret-tool store failed: \(errors)")
 
         let list = try vault(sandbox, ["list", service, "--backend", "secret-service"])
         #expect(list.status == 5, "\(list)")
