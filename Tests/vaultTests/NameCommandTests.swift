@@ -13,28 +13,13 @@ import Testing
 @Suite struct NameCommandTests {
     /// Runs `vault` through `sh`, which passes `printf`'s raw bytes as arguments.
     static func runRaw(_ sandbox: CLISandbox, _ script: String, stdin: String = "") throws -> CLIResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", script]
-        process.environment = sandbox.environment.merging([
+        // The support target's runner reads stdout and stderr at once.
+        let environment = sandbox.environment.merging([
             "VAULT": Products.directory.appendingPathComponent("vault").path, "VAULT_FILE": sandbox.vaultFile.path,
             "VAULT_KEY": sandbox.keyFile.path,
         ]) { $1 }
-        let input = Pipe()
-        let output = Pipe()
-        let error = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        input.fileHandleForWriting.write(Data(stdin.utf8))
-        try input.fileHandleForWriting.close()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return CLIResult(
-            status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
-            stderr: String(decoding: err, as: UTF8.self))
+        let result = try ChildProcess.run("/bin/sh", ["-c", script], environment: environment, stdin: Data(stdin.utf8))
+        return CLIResult(status: result.status, stdout: result.stdoutText, stderr: result.stderr)
     }
 
     @Test func namesThatAreNotUTF8AreRefused() throws {

@@ -11,27 +11,11 @@ import Testing
         _ sandbox: CLISandbox, _ arguments: [String], redirecting redirection: String, stdin: Data = Data()
     ) throws -> CLIResult {
         let vault = Products.directory.appendingPathComponent("vault").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "exec \"$0\" \"$@\" \(redirection)", vault] + arguments + sandbox.fileVault
-        process.environment = sandbox.environment
-        let input = Pipe()
-        let output = Pipe()
-        let error = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        input.fileHandleForWriting.write(stdin)
-        try input.fileHandleForWriting.close()
-        // The outputs are a line at most, far below a pipe's buffer: reading one after the other
-        // cannot block the child.
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return CLIResult(
-            status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
-            stderr: String(decoding: err, as: UTF8.self))
+        // The support target's runner reads stdout and stderr at once.
+        let result = try ChildProcess.run(
+            "/bin/sh", ["-c", "exec \"$0\" \"$@\" \(redirection)", vault] + arguments + sandbox.fileVault,
+            environment: sandbox.environment, stdin: stdin)
+        return CLIResult(status: result.status, stdout: result.stdoutText, stderr: result.stderr)
     }
 
     private func expectNoTrap(_ result: CLIResult) {
