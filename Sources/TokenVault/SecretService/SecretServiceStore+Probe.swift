@@ -95,11 +95,23 @@ private struct ProbeSteps {
             }
         }
 
-        guard let aliasPath = tv_read_alias(connection, "default", remaining, cancellable, &error) else {
-            return (.noProvider, "\(Self.busName) does not answer as a Secret Service: \(Self.describe(&error))")
+        // gnome-keyring answers "/" whenever its own lookup of the aliased collection fails at that
+        // instant, which happened once in a few hundred probes while other clients wrote to the
+        // same keyring; a provider that really has no default collection answers "/" every time.
+        // So "/" is asked again twice, 50 ms apart, while the deadline allows.
+        var collection = "/"
+        for attempt in 0..<3 {
+            if attempt > 0 {
+                guard remaining > 100 else { break }
+                usleep(50_000)
+            }
+            guard let aliasPath = tv_read_alias(connection, "default", remaining, cancellable, &error) else {
+                return (.noProvider, "\(Self.busName) does not answer as a Secret Service: \(Self.describe(&error))")
+            }
+            collection = String(cString: aliasPath)
+            g_free(aliasPath)
+            if collection != "/" { break }
         }
-        let collection = String(cString: aliasPath)
-        g_free(aliasPath)
         guard collection != "/" else {
             return (.noDefaultCollection, "no collection has the alias 'default'")
         }
