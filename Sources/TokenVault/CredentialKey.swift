@@ -84,6 +84,7 @@ public struct CredentialKey: Hashable, Comparable, Sendable, Codable, CustomStri
     /// `part` with control characters, bidirectional formatting characters and U+FFFD escaped as
     /// `\u{…}`, fit to print: a name read from a store is never printed as it is.
     public static func escaped(_ part: String) -> String {
+        if isPrintableASCII(part) { return part }
         var result = ""
         for scalar in part.unicodeScalars {
             if scalar.properties.generalCategory == .control || isBidirectionalFormatting(scalar) || scalar == "\u{FFFD}" {
@@ -100,8 +101,16 @@ public struct CredentialKey: Hashable, Comparable, Sendable, Codable, CustomStri
     /// The account, escaped to be printed (see ``escaped(_:)``).
     public var displayAccount: String { Self.escaped(account) }
 
+    /// Printable ASCII only (U+0020–U+007E): already in NFC, with no control, bidirectional or
+    /// replacement character, so it needs neither normalising nor escaping. Most names are, and
+    /// this check reads bytes instead of Unicode property tables (a `vault list` of 10,000 entries
+    /// spent a tenth of its time in those tables).
+    static func isPrintableASCII(_ value: String) -> Bool {
+        value.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
+    }
+
     private static func validated(_ value: String, part: String) throws -> String {
-        let normalized = value.precomposedStringWithCanonicalMapping
+        let normalized = isPrintableASCII(value) ? value : value.precomposedStringWithCanonicalMapping
         guard !normalized.isEmpty else {
             throw VaultError(.invalidInput, "The \(part) name must not be empty.")
         }
@@ -110,7 +119,8 @@ public struct CredentialKey: Hashable, Comparable, Sendable, Codable, CustomStri
                 .invalidInput, "The \(part) name is longer than \(maximumPartLength) bytes."
             )
         }
-        if normalized.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+        if !isPrintableASCII(normalized),
+           normalized.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
             throw VaultError(.invalidInput, "The \(part) name must not contain control characters.")
         }
         return normalized
