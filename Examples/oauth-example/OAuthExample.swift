@@ -3,13 +3,18 @@ import Foundation
 import TokenVault
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+import FoundationNetworking  // URLRequest and URLSession on Linux
 #endif
 
 /// An example OAuth client that keeps its tokens in TokenVault.
 ///
 ///     oauth-example login  --server http://127.0.0.1:8000   # device authorization grant
 ///     oauth-example whoami --server http://127.0.0.1:8000   # calls the API with a fresh token
+///
+/// Everything OAuth is the library's: the device grant, the refresh grant (the vault refreshes
+/// the entry by itself, one refresh per expiry across every process), and compare-and-refresh
+/// after a 401. What is left is what a client really writes: where the server is, what to show
+/// the user, and the API call.
 ///
 /// The vault comes from the environment (`TOKEN_VAULT_BACKEND`, `TOKEN_VAULT_FILE`,
 /// `TOKEN_VAULT_KEY_FILE`, …; see `VaultConfiguration.fromEnvironment`). With none of them set it
@@ -38,21 +43,16 @@ struct ServerOptions: ParsableArguments {
     @Option(help: "The vault entry's account.")
     var account = CredentialKey.defaultAccount
 
-    var baseURL: URL {
-        get throws {
-            guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https" else {
-                throw ValidationError("--server must be an http or https URL.")
-            }
-            return url
+    func endpoint(_ path: String) throws -> URL {
+        guard let base = URL(string: server), base.host != nil else {
+            throw ValidationError("--server must be an https URL (or http on 127.0.0.1).")
         }
+        return base.appendingPathComponent(path)
     }
 
-    func client() throws -> OAuthClient {
-        let base = try baseURL
-        return OAuthClient(
-            tokenEndpoint: base.appendingPathComponent("token"),
-            deviceAuthorizationEndpoint: base.appendingPathComponent("device_authorization"),
-            clientID: clientID)
+    /// How the token is refreshed: stored with it, so any process can refresh it.
+    func client() throws -> RefreshDescription {
+        try RefreshDescription(tokenEndpoint: endpoint("token"), clientID: clientID)
     }
 
     func key() throws -> CredentialKey {
@@ -72,16 +72,14 @@ extension OAuthExample {
 
         @OptionGroup var options: ServerOptions
 
-        @Option(help: "The scope to ask for.")
-        var scope: String?
-
         func run() async throws {
             let vault = try await Vault.open(.fromEnvironment())
             let client = try options.client()
-            let authorization = try await client.startDeviceAuthorization(scope: scope)
-            say("To sign in, open \(authorization.verificationURI) and enter the code \(authorization.userCode)")
-            let token = try await client.pollForToken(authorization)
-            try await vault.saveToken(token, for: options.key())
+            let oauth = TokenEndpointClient()
+            let device = try await oauth.startDeviceAuthorization(at: options.endpoint("device_authorization"), description: client)
+            say("To sign in, open \(device.verificationURI) and enter the code \(device.userCode)")
+            let token = try await oauth.pollDeviceAuthorization(device, description: client)
+            try await vault.saveToken(token, for: options.key(), refresh: client)
             say("Signed in. The token is saved in the \(vault.selection.backend) vault as \(try options.key()).")
         }
     }
@@ -98,30 +96,32 @@ extension OAuthExample {
 
         func run() async throws {
             let vault = try await Vault.open(.fromEnvironment())
-            let client = try options.client()
-            let token: OAuthToken
+            let key = try options.key()
             do {
                 // Every process and task that gets here at once shares one refresh.
-                token = try await vault.freshToken(for: options.key(), leeway: leeway) { stale in
-                    try await client.refresh(stale)
+                var token = try await vault.freshToken(for: key, leeway: leeway)
+                var (body, status) = try await callAPI(with: token)
+                if status == 401 {
+                    // Refused although it looked valid: refresh once, however many callers saw the 401.
+                    token = try await vault.refreshAfterRejection(of: token.accessToken, for: key)
+                    (body, status) = try await callAPI(with: token)
                 }
+                guard status == 200, let user = try JSONDecoder().decode([String: String].self, from: body)["user"] else {
+                    say("The API refused the token (HTTP \(status)).")
+                    throw ExitCode(1)
+                }
+                say("Signed in as \(user).")
             } catch let error as VaultError where error.code == .reauthenticationRequired || error.code == .notFound {
                 say("\(error.message) Run: oauth-example login --server \(options.server)")
                 throw ExitCode(2)
             }
+        }
 
-            var request = URLRequest(url: try options.baseURL.appendingPathComponent("api/me"))
+        func callAPI(with token: OAuthToken) async throws -> (Data, Int) {
+            var request = URLRequest(url: try options.endpoint("api/me"))
             request.setValue("\(token.tokenType) \(token.accessToken)", forHTTPHeaderField: "Authorization")
-            let (data, response) = try await URLSession.shared.data(for: request)
-            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-            guard status == 200,
-                let body = try JSONSerialization.jsonObject(with: data) as? [String: Any],
-                let user = body["user"] as? String
-            else {
-                say("The API refused the token (HTTP \(status)).")
-                throw ExitCode(1)
-            }
-            say("Signed in as \(user).")
+            let (body, response) = try await URLSession.shared.data(for: request)
+            return (body, (response as? HTTPURLResponse)?.statusCode ?? 0)
         }
     }
 }

@@ -5,7 +5,14 @@ import TokenVault
 extension VaultCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List the stored entries: service, account and expiry, never a secret."
+            abstract: "List the stored entries: service, account and expiry, never a secret.",
+            discussion: """
+                The REFRESH column says whether the vault refreshes the token by itself (auto: it \
+                was stored with --token-url and --client-id and holds a refresh token the server has \
+                not rejected), and why not otherwise: rejected (log in again), no refresh token, or \
+                manual (no refresh description: only the program that stored it can refresh it). \
+                --json gives it as refresh: self, rejected, no-refresh-token, no-description or none.
+                """
         )
 
         @OptionGroup var global: GlobalOptions
@@ -13,7 +20,7 @@ extension VaultCommand {
         @Argument(help: "Only the entries of this service.")
         var service: String?
 
-        @Flag(help: "Print a JSON array of {service, account, expires_at, expired}.")
+        @Flag(help: "Print a JSON array of {service, account, expires_at, expired, kind, refresh}.")
         var json = false
 
         func validate() throws {
@@ -29,24 +36,29 @@ extension VaultCommand {
                 try Output.note("No vault yet at \(path); `vault set` or `vault migrate` creates it.")
                 return
             }
-            var rows: [(key: CredentialKey, expiresAt: Date?, expired: Bool, kind: String)] = []
+            // `refresh` is a Refreshability name: self, rejected, no-refresh-token, no-description, none.
+            var rows: [(key: CredentialKey, expiresAt: Date?, expired: Bool, kind: String, refresh: Refreshability?)] = []
             // Entries that could not be read (a token in a format version this release does not know,
             // which any program of the user can put in the keyring) are listed, named, and make the
             // exit status that of their error, once everything else is listed.
             var unreadable: [(key: CredentialKey, error: VaultError)] = []
             for key in try await vault.keys(service: service) {
                 // An entry that is not a token (an opaque secret) is listed without an expiry.
-                let token: OAuthToken?
+                let entry: TokenEntry?
                 do {
-                    token = try await vault.token(for: key)
+                    entry = try await vault.tokenEntry(for: key)
                 } catch let error as VaultError where error.code == .invalidInput {
-                    token = nil
+                    entry = nil
                 } catch let error as VaultError where error.code == .unsupportedVersion {
                     unreadable.append((key, error))
-                    rows.append((key, nil, false, "unreadable"))
+                    rows.append((key, nil, false, "unreadable", nil))
                     continue
                 }
-                rows.append((key, token?.expiresAt, token?.isExpired() ?? false, token != nil ? "token" : "secret"))
+                let token = entry?.token
+                rows.append((
+                    key, token?.expiresAt, token?.isExpired() ?? false, token != nil ? "token" : "secret",
+                    entry?.refreshability()
+                ))
             }
             if json {
                 try Output.json(
@@ -54,18 +66,19 @@ extension VaultCommand {
                         [
                             "service": $0.key.service, "account": $0.key.account,
                             "expires_at": $0.expiresAt.map(Output.timestamp) ?? NSNull(), "expired": $0.expired,
-                            "kind": $0.kind,
+                            "kind": $0.kind, "refresh": $0.refresh.map { $0.name as Any } ?? NSNull(),
                         ] as [String: Any]
                     })
             } else if rows.isEmpty {
                 try Output.note(service.map { "No entries for \($0)." } ?? "The vault is empty.")
             } else {
                 let table =
-                    [["SERVICE", "ACCOUNT", "EXPIRES", "STATE"]]
+                    [["SERVICE", "ACCOUNT", "EXPIRES", "STATE", "REFRESH"]]
                     + rows.map {
                         [
                             $0.key.displayService, $0.key.displayAccount, $0.expiresAt.map(Output.timestamp) ?? "-",
                             $0.kind == "token" ? ($0.expired ? "expired" : "valid") : $0.kind,
+                            $0.refresh.map(Self.refreshColumn) ?? "-",
                         ]
                     }
                 try Output.line(Output.table(table))
@@ -76,6 +89,17 @@ extension VaultCommand {
                     first.error.code,
                     "\(unreadable.count == 1 ? "1 entry" : "\(unreadable.count) entries") could not be read: \(names). "
                         + "\(first.error.message) The other entries are listed above.")
+            }
+        }
+
+        /// The REFRESH column: a word a script can match, and what to do when the vault cannot.
+        static func refreshColumn(_ refreshability: Refreshability) -> String {
+            switch refreshability {
+            case .refreshesItself: "auto"
+            case .rejected: "rejected: log in again"
+            case .noRefreshToken: "no refresh token"
+            case .noDescription: "manual: no --token-url"
+            default: "-"
             }
         }
     }

@@ -5,7 +5,11 @@ import TokenVault
 extension VaultCommand {
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Say which backend the vault uses and why, what the Secret Service probe found, and how many entries there are."
+            abstract: "Say which backend the vault uses and why, what the Secret Service probe found, and how many entries there are.",
+            discussion: """
+                It also counts the tokens the vault refreshes by itself, and those that need a new \
+                login; `vault list` names them.
+                """
         )
 
         @OptionGroup var global: GlobalOptions
@@ -27,13 +31,17 @@ extension VaultCommand {
             var keySource = configuration.keySource
             var failure: VaultError? = plan.refusal
             var entries: Int?
+            // How many entries the vault can refresh by itself, and how many need a new login.
+            var refresh: RefreshCount?
             if failure == nil {
                 do {
                     switch try await global.openExistingVault(plan: plan) {
                     case .opened(let opened, let usedKey):
                         vault = opened
                         keySource = usedKey
-                        entries = try await opened.keys().count
+                        let keys = try await opened.keys()
+                        entries = keys.count
+                        refresh = await RefreshCount.of(keys, in: opened)
                     case .noVaultYet:
                         entries = 0
                     }
@@ -62,6 +70,7 @@ extension VaultCommand {
                         "elapsed_ms": Int(probe.elapsed.components.seconds * 1000 + probe.elapsed.components.attoseconds / 1_000_000_000_000_000),
                     ] as [String: Any],
                     "entries": entries.map { $0 as Any } ?? NSNull(),
+                    "refresh": refresh.map { $0.json as Any } ?? NSNull(),
                     "warnings": plan.warnings,
                 ]
                 if showsFile {
@@ -93,10 +102,64 @@ extension VaultCommand {
                     if plan.usesFile || backend == nil { rows.append(["key:", keySource?.origin() ?? "none given"]) }
                 }
                 if let entries { rows.append(["entries:", "\(entries)"]) }
+                if let refresh, entries ?? 0 > 0 { rows.append(["refresh:", refresh.summary]) }
                 for warning in plan.warnings { rows.append(["warning:", warning]) }
                 try Output.line(Output.table(rows))
             }
             if let failure { throw failure }
         }
+    }
+}
+
+/// What `vault status` says about refreshing: how many tokens the vault refreshes by itself, and
+/// how many need a new login. Counts only; no entry is named and no secret is read out.
+struct RefreshCount {
+    var tokens = 0
+    var automatic = 0
+    var rejected = 0
+    var noRefreshToken = 0
+    var noDescription = 0
+    var unreadable = 0
+
+    static func of(_ keys: [CredentialKey], in vault: Vault) async -> RefreshCount {
+        var count = RefreshCount()
+        let now = Date()
+        for key in keys {
+            let entry: TokenEntry?
+            do {
+                entry = try await vault.tokenEntry(for: key)
+            } catch let error as VaultError where error.code == .invalidInput {
+                continue  // an opaque secret, not a token
+            } catch {
+                count.unreadable += 1
+                continue
+            }
+            guard let entry else { continue }  // deleted since the listing
+            count.tokens += 1
+            switch entry.refreshability(at: now) {
+            case .refreshesItself: count.automatic += 1
+            case .rejected: count.rejected += 1
+            case .noRefreshToken: count.noRefreshToken += 1
+            case .noDescription: count.noDescription += 1
+            default: break
+            }
+        }
+        return count
+    }
+
+    var summary: String {
+        var parts = ["automatic for \(automatic) of \(tokens) token\(tokens == 1 ? "" : "s")"]
+        if rejected > 0 { parts.append("\(rejected) rejected (log in again)") }
+        if noRefreshToken > 0 { parts.append("\(noRefreshToken) without a refresh token") }
+        if noDescription > 0 { parts.append("\(noDescription) without a refresh description") }
+        if unreadable > 0 { parts.append("\(unreadable) unreadable") }
+        return parts.joined(separator: "; ") + (automatic < tokens ? " (`vault list` names them)" : "")
+    }
+
+    var json: [String: Int] {
+        [
+            "tokens": tokens, "self": automatic, "rejected": rejected, "no-refresh-token": noRefreshToken,
+            "no-description": noDescription, "unreadable": unreadable,
+        ]
     }
 }

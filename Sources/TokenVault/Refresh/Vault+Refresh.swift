@@ -56,14 +56,33 @@ extension Vault {
         timeout: Duration = .seconds(30),
         refresh: @escaping @Sendable (_ stale: OAuthToken) async throws -> OAuthToken
     ) async throws -> OAuthToken {
+        try await freshToken(for: key, leeway: leeway, timeout: timeout, clock: .system, refresh: refresh)
+    }
+
+    /// The closure form with an injected clock: `clock.now` decides whether the stored token has
+    /// expired, so a test can make it stale without waiting. Everything else is as in
+    /// ``freshToken(for:leeway:timeout:refresh:)``.
+    ///
+    /// ```swift
+    /// let anHourLater = VaultClock(now: { Date().addingTimeInterval(3600) }, sleep: { try await Task.sleep(for: $0) })
+    /// let token = try await vault.freshToken(for: key, clock: anHourLater) { stale in try await myClient.refresh(stale) }
+    /// ```
+    public func freshToken(
+        for key: CredentialKey,
+        leeway: TimeInterval = 60,
+        timeout: Duration = .seconds(30),
+        clock: VaultClock,
+        refresh: @escaping @Sendable (_ stale: OAuthToken) async throws -> OAuthToken
+    ) async throws -> OAuthToken {
         guard let seen = try await token(for: key) else {
             throw Self.noToken(key)
         }
-        if !seen.isExpired(leeway: leeway) {
+        let now = clock.now
+        if !seen.isExpired(at: now(), leeway: leeway) {
             return seen
         }
         return try await flight(
-            key, need: .expiring(leeway: leeway, seen: seen), timeout: timeout, now: { Date() },
+            key, need: .expiring(leeway: leeway, seen: seen), timeout: timeout, now: now,
             operation: { entry in try await refresh(entry.token) })
     }
 

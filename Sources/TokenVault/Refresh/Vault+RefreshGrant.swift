@@ -21,6 +21,14 @@ extension Vault {
         return entry.refresh
     }
 
+    /// The token stored under `key` with its refresh description and the server's verdict on its
+    /// refresh token, in one read, or `nil` when nothing is stored there. See
+    /// ``TokenEntry/refreshability(at:)`` for whether the vault can refresh it by itself.
+    /// - Throws: `invalidInput` when the entry is not a token (an opaque secret).
+    public func tokenEntry(for key: CredentialKey) async throws -> TokenEntry? {
+        try await storedEntry(for: key).map(TokenEntry.init)
+    }
+
     /// Whether the server has rejected the refresh token stored under `key` (the verdict is
     /// stored with the entry, so every process knows): only a new login helps then.
     public func refreshTokenRejection(for key: CredentialKey) async throws -> OAuthErrorResponse? {

@@ -73,10 +73,14 @@ import TokenVault
             var stats = try await server.stats(user: user)
             #expect(stats.deviceAuthorizations == 1)
             #expect(stats.refreshRequests == 0)
+            // Stored with how to refresh it, so that any process (and `vault get --fresh`) can.
+            let client = try #require(try await vault.refreshDescription(for: key))
+            #expect(client.tokenEndpoint == server.url.appendingPathComponent("token"))
+            #expect(client.clientID == TestOAuthServer.clientID)
 
             // 2. Refresh: expire the token locally; `whoami` must refresh it through the vault.
             loggedIn.expiresAt = Date().addingTimeInterval(-1)
-            try await vault.saveToken(loggedIn, for: key)
+            try await vault.saveToken(loggedIn, for: key, refresh: client)
             let whoami = try HelperProcess(
                 "oauth-example", arguments: ["whoami"] + common, environment: setup.environment(scratch),
                 outputPath: scratch.path("whoami.out"))
@@ -93,9 +97,31 @@ import TokenVault
             #expect(stats.refreshSucceeded == 1)
             #expect(stats.familiesRevoked == 0)
 
+            // 3. A 401 to a token that still looks valid: `whoami` reports it, the vault refreshes
+            //    once (the stored access token is still the refused one), and the call succeeds.
+            var refused = refreshed
+            refused.accessToken = "refused-\(uniqueName("at"))"
+            refused.expiresAt = Date().addingTimeInterval(3600)
+            try await vault.saveToken(refused, for: key, refresh: client)
+            let again = try HelperProcess(
+                "oauth-example", arguments: ["whoami"] + common, environment: setup.environment(scratch),
+                outputPath: scratch.path("whoami-401.out"))
+            try again.start()
+            let againStatus = try await again.wait(bound: .seconds(60))
+            #expect(againStatus == 0, "whoami after a 401 failed: \(again.output) \(again.errorOutput)")
+            #expect(again.output.contains("Signed in as \(user)."))
+            let replaced = try #require(try await vault.token(for: key))
+            #expect(replaced.accessToken != refused.accessToken)
+            stats = try await server.stats(user: user)
+            #expect(stats.refreshRequests == 2, "one refresh for the 401")
+            #expect(stats.familiesRevoked == 0)
+
             // No token ever reaches the example's output.
-            for output in [login.output, login.errorOutput, whoami.output, whoami.errorOutput] {
-                for secret in [loggedIn.accessToken, loggedIn.refreshToken, refreshed.accessToken, refreshed.refreshToken] {
+            for output in [login.output, login.errorOutput, whoami.output, whoami.errorOutput, again.output, again.errorOutput] {
+                for secret in [
+                    loggedIn.accessToken, loggedIn.refreshToken, refreshed.accessToken, refreshed.refreshToken, replaced.accessToken,
+                    replaced.refreshToken,
+                ] {
                     if let secret { #expect(!output.contains(secret)) }
                 }
             }
