@@ -8,33 +8,37 @@
  * The server rotates refresh tokens and revokes the whole family when an old one comes back.
  *
  * Models/README.md maps every step to the code, lists what is abstracted away, and says which
- * run of Scripts/check-model checks what. Everything is chosen with -D flags:
+ * run of Scripts/check-model checks what.
  *
+ * The shape of the model is chosen when it is compiled (spin -a -D...):
  *   LOCAL          the file vault / Secret Service variant: a per-key flock, a durable save, then
  *                  unlock. Default: the PostgreSQL variant (BEGIN, SET LOCAL lock_timeout,
  *                  pg_advisory_xact_lock, SELECT, POST, UPDATE, COMMIT).
- *   NPROC          processes (3 or 4). Process 0 runs two tasks, which share one flight (JOINER=0:
- *                  one); every other process runs one. Hosts: processes 0 and 1 share host 0, process 2 is on
- *                  host 1, process 3 on host 2. LOCAL puts them all on one host.
- *   CRASH, DROP, STALL   bit masks of the steps (F_* below) after which a process may be killed
- *                  (kill -9), its database connection may be ended (pg_terminate_backend, a lost
- *                  connection; PostgreSQL only), or its host may freeze for good with the lock held.
- *   LOSTREPLY      the token endpoint's answer may be lost (time-out, connection reset) after the
- *                  server has acted on the request.
- *   WRITEFAIL      the write of the answer may fail (disk full, UPDATE error).
- *   NETFAIL        the request may fail before it reaches the server (connection refused).
- *   REVOKE         the server may answer invalid_grant to a current refresh token (the user
- *                  revoked the grant), so the "rejected" verdict is exercised.
+ *   NPROC          processes (3 or 4). Process 0 runs two tasks that share one flight (JOINER=0:
+ *                  one); every other process runs one. Processes 0 and 1 share host 0, process 2
+ *                  is on host 1, process 3 on host 2. LOCAL puts them all on one host.
  *   EXPIRE         the new access token may expire once more during the run (a second rotation).
- *   MAXFAULTS      how many faults one run may have in all.
+ *   MAXFAULTS      how many faults one run may have in all (1).
  *   ATTEMPTS       requests per refresh: TokenEndpointClient sends a refresh grant again after a
  *                  time-out or a lost connection (maximumAttempts, 3 by default; 2 here).
- *   TIMEOUT        0 takes away the bounded wait (lock_timeout / RefreshLock's deadline).
- *   CLAIM          the claim asserted when the run is over: CLAIM_SAFE, CLAIM_WINDOW, CLAIM_ONCE
- *                  or CLAIM_NONE (defined next to LOST below).
+ * The knobs of one run are read from the environment when the verifier starts (TV_CRASH=16 ./pan):
+ *   TV_CRASH, TV_DROP, TV_STALL   bit masks of the steps (F_* below) after which a process may be
+ *                  killed (kill -9), its database connection may be ended (pg_terminate_backend,
+ *                  a lost connection; PostgreSQL only), or its host may freeze for good with the
+ *                  lock held.
+ *   TV_LOSTREPLY   the token endpoint's answer may be lost (time-out, connection reset) after the
+ *                  server has acted on the request.
+ *   TV_WRITEFAIL   the write of the answer may fail (disk full, UPDATE error).
+ *   TV_NETFAIL     the request may fail before it reaches the server (connection refused).
+ *   TV_REVOKE      the server may answer invalid_grant to a current refresh token (the user
+ *                  revoked the grant), so the "rejected" verdict is exercised.
+ *   TV_TIMEOUT     0 takes away the bounded wait (lock_timeout / RefreshLock's deadline); 1 unless set.
+ *   TV_CLAIM       the claim asserted when the run is over: 0 CLAIM_SAFE, 1 CLAIM_WINDOW,
+ *                  2 CLAIM_ONCE, 3 CLAIM_NONE (defined next to LOST below).
  *   Mutations that must break a property, so that the properties are not vacuous:
- *   NOLOCK (no lock at all), LOCK_PER_HOST (a flock per host, the protocol before issue #16, used
- *   across hosts), NOVERDICT (a rejection is not stored), NORELEASE (a dead holder keeps the lock).
+ *   TV_NOLOCK (no lock at all), TV_LOCK_PER_HOST (a flock per host, the protocol before issue 16,
+ *   used across hosts), TV_NOVERDICT (a rejection is not stored), TV_NORELEASE (a dead holder
+ *   keeps the lock).
  */
 
 #ifndef NPROC
@@ -50,30 +54,30 @@
 #ifndef ATTEMPTS
 #define ATTEMPTS 2
 #endif
-#ifndef TIMEOUT
-#define TIMEOUT 1
-#endif
-#ifndef CRASH
-#define CRASH 0
-#endif
-#ifndef DROP
-#define DROP 0
-#endif
-#ifndef STALL
-#define STALL 0
-#endif
-#ifndef LOSTREPLY
-#define LOSTREPLY 0
-#endif
-#ifndef WRITEFAIL
-#define WRITEFAIL 0
-#endif
-#ifndef NETFAIL
-#define NETFAIL 0
-#endif
-#ifndef REVOKE
-#define REVOKE 0
-#endif
+/* The knobs a run turns are read from the environment when the verifier starts (TV_CRASH=16
+ * ./pan), so that one compiled verifier serves many runs. They are hidden: constant for a run,
+ * and not part of the state. */
+c_code {
+\#include <stdlib.h>
+static int knob(const char *name, int otherwise) {
+  const char *value = getenv(name);
+  return value && *value ? atoi(value) : otherwise;
+}
+};
+hidden byte k_crash, k_drop, k_stall, k_lostreply, k_writefail, k_netfail, k_revoke, k_timeout;
+hidden byte k_claim, k_nolock, k_perhost, k_noverdict, k_norelease;
+#define CRASH     k_crash       /* TV_CRASH */
+#define DROP      k_drop        /* TV_DROP */
+#define STALL     k_stall       /* TV_STALL */
+#define LOSTREPLY k_lostreply   /* TV_LOSTREPLY */
+#define WRITEFAIL k_writefail   /* TV_WRITEFAIL */
+#define NETFAIL   k_netfail     /* TV_NETFAIL */
+#define REVOKE    k_revoke      /* TV_REVOKE */
+#define TIMEOUT   k_timeout     /* TV_TIMEOUT, 1 unless set */
+#define NOLOCK    k_nolock      /* TV_NOLOCK */
+#define PERHOST   k_perhost     /* TV_LOCK_PER_HOST */
+#define NOVERDICT k_noverdict   /* TV_NOVERDICT */
+#define NORELEASE k_norelease   /* TV_NORELEASE */
 #ifndef EXPIRE
 #define EXPIRE 0
 #endif
@@ -121,13 +125,8 @@ bit db_fresh = 0;     /* its access token is still valid: the run starts with an
 byte db_verdict = 0;  /* the refresh token the server rejected, stored with the entry (0: none) */
 
 /* ---- the lock: pg_advisory_xact_lock on the entry's keyed hash, or the per-key flock ---- */
-#ifdef LOCK_PER_HOST
-byte lock[3];         /* owner + 1, or 0 */
-#define LOCK lock[HOST(p)]
-#else
-byte lock[1];
-#define LOCK lock[0]
-#endif
+byte lock[3];         /* owner + 1, or 0; only lock[0] unless TV_LOCK_PER_HOST */
+#define LOCK lock[(PERHOST -> HOST(p) : 0)]
 #ifdef LOCAL
 #define HOST(q) 0
 #else
@@ -158,14 +157,13 @@ byte faults = 0;
  * holds: nobody can present it any more (only the caller it was sent to ever had it). */
 #define LOST (cur != db_rt)
 
-/* The claims a run may assert at its end (-DCLAIM=...). */
+/* The claims a run may assert at its end (TV_CLAIM). */
 #define CLAIM_SAFE   (!twice && !LOST)              /* never presented twice, never lost */
 #define CLAIM_WINDOW (!twice && !LOST || wfault)    /* ... unless a fault struck in the window */
 #define CLAIM_ONCE   (!twice)                        /* never presented twice */
 #define CLAIM_NONE   1                               /* liveness runs: SETTLED alone */
-#ifndef CLAIM
-#define CLAIM CLAIM_SAFE
-#endif
+/* TV_CLAIM: 0 CLAIM_SAFE, 1 CLAIM_WINDOW, 2 CLAIM_ONCE, 3 CLAIM_NONE */
+#define CLAIM (k_claim == 0 -> CLAIM_SAFE : (k_claim == 1 -> CLAIM_WINDOW : (k_claim == 2 -> CLAIM_ONCE : CLAIM_NONE)))
 
 #define SETTLED_3 (tstate[0] != T_RUN && tstate[1] != T_RUN && tstate[2] != T_RUN && tstate[3] != T_RUN)
 #if NPROC == 4
@@ -192,9 +190,7 @@ inline fault(s) {
        faults++;
        if :: (WINDOW_CRASH & (s)) -> wfault = 1 :: else -> skip fi;
        printf("P%d killed (step %d)\n", p, s);
-#ifndef NORELEASE
-       release_if_held();
-#endif
+       if :: !NORELEASE -> release_if_held() :: else -> skip fi;
        pend = 0;
        pdead[p] = 1     /* last: the `unless` of every task of p takes over from here */
      }
@@ -239,15 +235,12 @@ proctype task(byte t; byte p) {
     }
     /* the flight (refreshUnderLock). PostgreSQL: BEGIN, SET LOCAL lock_timeout, then
      * pg_advisory_xact_lock; local: RefreshLock.acquire(path:timeout:) */
-#ifndef NOLOCK
     do
-    :: atomic { !conn_dead && LOCK == 0 -> LOCK = p + 1; printf("P%d takes the lock\n", p); fault(F_LOCKED) }; break
-    :: atomic { conn_dead -> res = T_FAIL }; goto failed
-    :: atomic { TIMEOUT && LOCK != 0 -> res = T_FAIL; printf("P%d stops waiting: timeout\n", p) }; goto failed   /* lock_timeout / the deadline */
+    :: atomic { NOLOCK -> fault(F_LOCKED) }; break
+    :: atomic { !NOLOCK && !conn_dead && LOCK == 0 -> LOCK = p + 1; printf("P%d takes the lock\n", p); fault(F_LOCKED) }; break
+    :: atomic { !NOLOCK && conn_dead -> res = T_FAIL }; goto failed
+    :: atomic { !NOLOCK && TIMEOUT && LOCK != 0 -> res = T_FAIL; printf("P%d stops waiting: timeout\n", p) }; goto failed   /* lock_timeout / the deadline */
     od;
-#else
-    atomic { fault(F_LOCKED) };
-#endif
     /* read the entry again, under the lock */
     atomic {
       if :: conn_dead -> goto failed :: else -> skip fi;
@@ -255,9 +248,7 @@ proctype task(byte t; byte p) {
       printf("P%d reads again: refresh token %d (fresh %d, rejected %d)\n", p, rt, db_fresh, db_verdict == rt);
       if
       :: db_fresh -> res = T_OK; goto commit                    /* another caller refreshed it */
-#ifndef NOVERDICT
-      :: !db_fresh && db_verdict == rt -> res = T_FAIL; goto commit   /* rejected before: log in again */
-#endif
+      :: !NOVERDICT && !db_fresh && db_verdict == rt -> res = T_FAIL; goto commit   /* rejected before: log in again */
       :: else -> skip
       fi;
       fault(F_READ);
@@ -293,9 +284,7 @@ send:
       if
       :: ans == A_OK -> db_rt = newrt; db_fresh = 1; db_verdict = 0; res = T_OK
       :: ans == A_INVALID ->
-#ifndef NOVERDICT
-         db_verdict = rt;                          /* storeVerdict */
-#endif
+         if :: !NOVERDICT -> db_verdict = rt :: else -> skip fi;   /* storeVerdict */
          res = T_FAIL
       fi;
       printf("P%d saves: refresh token %d (rejected %d)\n", p, db_rt, db_verdict == db_rt);
@@ -307,11 +296,7 @@ send:
       :: ans == A_OK -> pend_rt = newrt; pend_fresh = 1; pend_verdict = 0; res = T_OK
       :: ans == A_INVALID ->
          pend_rt = rt; pend_fresh = 0; res = T_FAIL;
-#ifndef NOVERDICT
-         pend_verdict = rt
-#else
-         pend_verdict = db_verdict
-#endif
+         pend_verdict = (NOVERDICT -> db_verdict : rt)
       fi;
 #endif
       fault(F_WRITTEN)
@@ -417,6 +402,13 @@ active proctype monitor() {
 }
 
 init {
+  c_code {
+    k_crash = knob("TV_CRASH", 0); k_drop = knob("TV_DROP", 0); k_stall = knob("TV_STALL", 0);
+    k_lostreply = knob("TV_LOSTREPLY", 0); k_writefail = knob("TV_WRITEFAIL", 0);
+    k_netfail = knob("TV_NETFAIL", 0); k_revoke = knob("TV_REVOKE", 0); k_timeout = knob("TV_TIMEOUT", 1);
+    k_claim = knob("TV_CLAIM", 0); k_nolock = knob("TV_NOLOCK", 0); k_perhost = knob("TV_LOCK_PER_HOST", 0);
+    k_noverdict = knob("TV_NOVERDICT", 0); k_norelease = knob("TV_NORELEASE", 0);
+  };
   atomic {
     run task(0, 0);
 #if JOINER
