@@ -38,7 +38,7 @@
  *   Mutations that must break a property, so that the properties are not vacuous:
  *   TV_NOLOCK (no lock at all), TV_LOCK_PER_HOST (a flock per host, the protocol before issue 16,
  *   used across hosts), TV_NOVERDICT (a rejection is not stored), TV_NORELEASE (a dead holder
- *   keeps the lock).
+ *   keeps the lock), TV_NOREREAD (the entry is not read again under the lock).
  */
 
 #ifndef NPROC
@@ -65,7 +65,7 @@ static int knob(const char *name, int otherwise) {
 }
 };
 hidden byte k_crash, k_drop, k_stall, k_lostreply, k_writefail, k_netfail, k_revoke, k_timeout;
-hidden byte k_claim, k_nolock, k_perhost, k_noverdict, k_norelease;
+hidden byte k_claim, k_nolock, k_perhost, k_noverdict, k_norelease, k_noreread;
 #define CRASH     k_crash       /* TV_CRASH */
 #define DROP      k_drop        /* TV_DROP */
 #define STALL     k_stall       /* TV_STALL */
@@ -78,6 +78,7 @@ hidden byte k_claim, k_nolock, k_perhost, k_noverdict, k_norelease;
 #define PERHOST   k_perhost     /* TV_LOCK_PER_HOST */
 #define NOVERDICT k_noverdict   /* TV_NOVERDICT */
 #define NORELEASE k_norelease   /* TV_NORELEASE */
+#define NOREREAD  k_noreread    /* TV_NOREREAD */
 #ifndef EXPIRE
 #define EXPIRE 0
 #endif
@@ -151,15 +152,20 @@ byte tstate[NTASK];
 
 /* ---- ghosts for the properties ---- */
 bit twice = 0;              /* some refresh token reached the server twice */
+bit expired = 0;            /* the clock expired the access token a second time */
 bit wfault = 0;             /* a fault struck inside the window */
 byte faults = 0;
 /* A rotated refresh token is lost when the token the server accepts now is not the one the vault
  * holds: nobody can present it any more (only the caller it was sent to ever had it). */
 #define LOST (cur != db_rt)
 
+/* One refresh per expiry: the server rotated at most once for the first expiry and once for
+ * the clock's second one, whatever the faults. */
+#define ONE_PER_EXPIRY (cur <= 2 + expired)
+
 /* The claims a run may assert at its end (TV_CLAIM). */
-#define CLAIM_SAFE   (!twice && !LOST)              /* never presented twice, never lost */
-#define CLAIM_WINDOW (!twice && !LOST || wfault)    /* ... unless a fault struck in the window */
+#define CLAIM_SAFE   (ONE_PER_EXPIRY && !twice && !LOST)            /* one refresh, never twice, never lost */
+#define CLAIM_WINDOW (ONE_PER_EXPIRY && (!twice && !LOST || wfault)) /* ... unless a window fault */
 #define CLAIM_ONCE   (!twice)                        /* never presented twice */
 #define CLAIM_NONE   1                               /* liveness runs: SETTLED alone */
 /* TV_CLAIM: 0 CLAIM_SAFE, 1 CLAIM_WINDOW, 2 CLAIM_ONCE, 3 CLAIM_NONE */
@@ -247,7 +253,7 @@ proctype task(byte t; byte p) {
       rt = db_rt;
       printf("P%d reads again: refresh token %d (fresh %d, rejected %d)\n", p, rt, db_fresh, db_verdict == rt);
       if
-      :: db_fresh -> res = T_OK; goto commit                    /* another caller refreshed it */
+      :: !NOREREAD && db_fresh -> res = T_OK; goto commit      /* another caller refreshed it */
       :: !NOVERDICT && !db_fresh && db_verdict == rt -> res = T_FAIL; goto commit   /* rejected before: log in again */
       :: else -> skip
       fi;
@@ -389,7 +395,7 @@ end:
 active proctype clock() {
 #if EXPIRE
 end:
-  db_fresh == 1 -> db_fresh = 0
+  db_fresh == 1 -> db_fresh = 0; expired = 1
 #else
   skip
 #endif
@@ -408,6 +414,7 @@ init {
     k_netfail = knob("TV_NETFAIL", 0); k_revoke = knob("TV_REVOKE", 0); k_timeout = knob("TV_TIMEOUT", 1);
     k_claim = knob("TV_CLAIM", 0); k_nolock = knob("TV_NOLOCK", 0); k_perhost = knob("TV_LOCK_PER_HOST", 0);
     k_noverdict = knob("TV_NOVERDICT", 0); k_norelease = knob("TV_NORELEASE", 0);
+    k_noreread = knob("TV_NOREREAD", 0);
   };
   atomic {
     run task(0, 0);
