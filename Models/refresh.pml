@@ -95,7 +95,7 @@ hidden byte k_claim, k_nolock, k_perhost, k_noverdict, k_norelease, k_noreread;
 #define F_ALL     255
 
 /* The window: faults at these steps are the only ones allowed to present a refresh token twice
- * or lose a rotated one (runs "safe" and "window" check exactly that; the "cex-*" runs show that
+ * or lose a rotated one (the "window" runs check exactly that; the "cex-*" runs show that
  * each of them really can). A crash after the request has left may still let the server act on
  * it. A lost database connection ends the transaction and the advisory lock at once, but the
  * caller notices only at its next statement, and between the re-read and the UPDATE it makes none. */
