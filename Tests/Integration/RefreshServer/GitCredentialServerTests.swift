@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking  // URLSession on Linux
+#endif
 import Testing
 @testable import TokenVaultTestSupport
 import TokenVault
@@ -98,6 +101,13 @@ import Glibc
         }
 
         var url: String { "http://127.0.0.1:\(port)" }
+
+        /// How many requests the server has refused so far (its `/_stats`).
+        func refused() async throws -> Int {
+            let (data, _) = try await URLSession.shared.data(from: try #require(URL(string: "\(url)/_stats")))
+            let stats = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+            return try #require(stats["refused"] as? Int)
+        }
 
         /// SIGTERM (the server unblocks it: a child of this multi-threaded runner starts with
         /// signals blocked), SIGKILL if it has not exited within 10 s.
@@ -255,16 +265,29 @@ import Glibc
             stale.expiresAt = Date().addingTimeInterval(-5)
             try await vault.saveToken(stale, for: key, refresh: try oauth.publicClient())
 
-            // The helper's refresh is rejected: it answers nothing and says why; git has no
-            // credential and, with prompts disabled, stops.
+            // The helper's refresh is rejected: it says why (log in again) and answers the stale
+            // token, which the git server refuses, so git fails with its own "Authentication
+            // failed", never a prompt (GIT_TERMINAL_PROMPT=0 would make that "terminal prompts
+            // disabled"). git's reject then keeps the entry: it records that a login is needed.
+            let refusedBefore = try await world.server.refused()
             let target = world.scratch.path("clone-1")
             let first = try await world.git(["clone", "--quiet", "\(world.server.url)/repo.git", target])
-            #expect(first.status != 0)
+            #expect(first.status == 128, "\(first)")
             #expect(first.stderr.contains("log in again"), "\(first)")
-            #expect(first.stderr.contains("terminal prompts disabled"), "\(first)")
+            #expect(first.stderr.contains("fatal: Authentication failed for '\(world.server.url)/repo.git/'"), "\(first)")
+            #expect(!first.stderr.contains("terminal prompts disabled") && !first.stderr.contains("could not read"), "\(first)")
+            #expect(try await world.server.refused() > refusedBefore, "git never sent the stale token")
+            #expect(!FileManager.default.fileExists(atPath: target))
             #expect(try await oauth.stats(user: user).reuseDetected == 1)
             #expect(try await oauth.stats(user: user).refreshRequests == refreshesBefore + 1)
             #expect(try await vault.refreshTokenRejection(for: key) != nil)
+            #expect(try await vault.refreshDescription(for: key) != nil, "git's reject erased the entry that needs a login")
+
+            // Again: the same clean failure, from the stored verdict, without asking the server again.
+            let again = try await world.git(["clone", "--quiet", "\(world.server.url)/repo.git", target])
+            #expect(again.status == 128, "\(again)")
+            #expect(again.stderr.contains("log in again") && again.stderr.contains("Authentication failed for"), "\(again)")
+            #expect(try await oauth.stats(user: user).refreshRequests == refreshesBefore + 1)
 
             // An access token the vault believes valid but the server has revoked: git sends it,
             // is refused, reports its own "Authentication failed" and erases it through the helper.
@@ -276,7 +299,7 @@ import Glibc
             #expect(second.stderr.contains("Authentication failed for '\(world.server.url)/repo.git/'"), "\(second)")
             #expect(try await vault.token(for: key) == nil, "git's reject did not erase the refused token")
             #expect(try await oauth.stats(user: user).refreshRequests == refreshesBefore + 1, "a rejected refresh token was presented again")
-            for outcome in [first, second] {
+            for outcome in [first, again, second] {
                 expectNoSecret(outcome, [login.accessToken, login.refreshToken], "git")
                 #expect(!outcome.stderr.contains("Fatal error") && !outcome.stderr.contains("Stack dump"), "\(outcome)")
             }
