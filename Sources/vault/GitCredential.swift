@@ -126,7 +126,7 @@ extension VaultCommand {
         }
 
         /// Reads git's request from stdin: up to a blank line or the end of the input, at most
-        /// ``GitCredentialRequest/maximumLength`` bytes (one more, so that the parser refuses it).
+        /// `GitCredentialRequest.maximumLength` bytes (one more, so that the parser refuses it).
         static func readRequest() throws -> Data {
             let limit = GitCredentialRequest.maximumLength + 1
             var data = Data()
