@@ -29,6 +29,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         // Only the `vault` command uses it; a package that depends on the library does not build it.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        // `swift package generate-documentation` (the DocC catalog in Sources/TokenVault/Docs.docc).
+        // A command plugin only: a package that depends on TokenVault does not build it.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: []
 )

@@ -64,8 +64,11 @@ public struct BackendPlan: Sendable, CustomStringConvertible {
 
     /// The plan for `configuration`.
     ///
-    /// - Parameter probe: what ``SecretServiceStore/probe(timeout:environment:)`` already found,
-    ///   if the caller probed (to show it, say); `nil` probes here when the choice needs it.
+    /// - Parameters:
+    ///   - configuration: the backend, file and key to plan for.
+    ///   - known: the `probe` argument: what ``SecretServiceStore/probe(timeout:environment:)``
+    ///     already found, if the caller probed (to show it, say); `nil` probes here when the
+    ///     choice needs it.
     public static func make(
         for configuration: VaultConfiguration, probe known: SecretServiceProbe? = nil
     ) async -> BackendPlan {

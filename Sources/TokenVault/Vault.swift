@@ -43,8 +43,11 @@ public struct Vault: Sendable {
     /// - A backend named explicitly fails closed: if it cannot be used, this throws
     ///   `backendUnavailable` or `locked` rather than choosing another.
     ///
-    /// - Parameter plan: the plan, if the caller made it already (to show it, say); `nil`
-    ///   makes it here.
+    /// - Parameters:
+    ///   - configuration: the backend, file and key to use; the default is `auto` with no key.
+    ///   - known: the `plan` argument: the plan, if the caller made it already (to show it, say);
+    ///     `nil` makes it here.
+    ///   - logger: where the vault logs what it does (never a secret); the default discards it.
     public static func open(
         _ configuration: VaultConfiguration = VaultConfiguration(),
         plan known: BackendPlan? = nil,

@@ -34,10 +34,12 @@ extension VaultCommand {
                 sends them; an entry holding a refresh description (vault login) keeps its own token. \
                 erase removes the entry only if it still holds the password git sends. Other \
                 operations are ignored, as the protocol asks.
-                """,
-            // Not listed in `vault --help` until the root help snapshot (Tests/vaultTests/HelpTests)
-            // lists it; `vault help git-credential` and the command itself work.
-            shouldDisplay: false
+
+                When the server has rejected the entry's refresh token, get says so on stderr \
+                (log in again) and answers the stale token without its expiry: the server refuses \
+                it and git fails with its own "Authentication failed". erase keeps that entry, \
+                with its refresh description, until a new login replaces it.
+                """
         )
 
         @OptionGroup var global: GlobalOptions
@@ -77,8 +79,18 @@ extension VaultCommand {
                     return
                 }
                 guard let vault = try await openVault(creating: false) else { return }
-                if let response = try await helper.get(request, from: vault) {
-                    FileHandle.standardOutput.write(Data(try response.formatted().utf8))
+                let response: GitCredentialResponse?
+                do {
+                    response = try await helper.get(request, from: vault)
+                } catch let error as VaultError where error.code == .reauthenticationRequired {
+                    // The refresh token was rejected: say so, then hand git the stale token, which
+                    // the server refuses, so that git ends with its own "Authentication failed"
+                    // rather than a prompt (or "terminal prompts disabled").
+                    try Output.error(error.message)
+                    response = try await helper.lastKnown(request, from: vault)
+                }
+                if let response {
+                    try Output.write(Data(try response.formatted().utf8), to: .standardOutput)
                 }
             case "store":
                 guard try helper.key(for: request) != nil, request.password != nil else { return }
@@ -114,7 +126,7 @@ extension VaultCommand {
         }
 
         /// Reads git's request from stdin: up to a blank line or the end of the input, at most
-        /// ``GitCredentialRequest/maximumLength`` bytes (one more, so that the parser refuses it).
+        /// `GitCredentialRequest.maximumLength` bytes (one more, so that the parser refuses it).
         static func readRequest() throws -> Data {
             let limit = GitCredentialRequest.maximumLength + 1
             var data = Data()

@@ -59,9 +59,12 @@ struct GlobalOptions: ParsableArguments {
         }
         var environment = environment
         if keyFile != nil || passphraseFile != nil {
-            // An option replaces whichever kind of key the environment names.
+            // An option replaces whichever kind of key the environment names, a systemd
+            // credential included: an explicit setting wins, even over a credentials directory
+            // that holds both a key and a passphrase (which alone is refused as ambiguous).
             environment["TOKEN_VAULT_KEY_FILE"] = nil
             environment["TOKEN_VAULT_PASSPHRASE_FILE"] = nil
+            environment["CREDENTIALS_DIRECTORY"] = nil
         }
         var configuration: VaultConfiguration
         do {

@@ -102,7 +102,8 @@ import Testing
         #expect(lines.count >= 6, "\(text)")
         guard lines.count >= 6 else { return }
         #expect(lines[0] == "auto secret-service file")
-        #expect(lines[1] == "get")
+        // Both subcommands that start with g: git-credential is listed since it shows in --help.
+        #expect(lines[1] == "get git-credential")
         #expect(lines[2] == "--backend")
         #expect(lines[3] == "auto secret-service file")
         #expect(lines[4] == "--backend")

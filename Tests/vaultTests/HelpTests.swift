@@ -12,6 +12,18 @@ import Testing
         #expect(result.stdout == Self.rootHelp)
     }
 
+    /// `vault git-credential` is part of the interface: listed in `vault --help` (and so in the
+    /// man page, which is generated from the same help), with its own help page.
+    @Test func rootHelpListsTheGitCredentialHelper() throws {
+        let sandbox = try CLISandbox()
+        let root = try sandbox.run("vault", ["--help"])
+        #expect(root.status == 0)
+        #expect(root.stdout.contains("\n  git-credential          A git credential helper"), "\(root.stdout)")
+        let own = try sandbox.run("vault", ["help", "git-credential"])
+        #expect(own.status == 0 && own.stdout.contains("USAGE: vault git-credential"), "\(own)")
+        #expect(own.stdout.contains("Authentication failed"), "\(own.stdout)")
+    }
+
     @Test func migrateHelp() throws {
         let sandbox = try CLISandbox()
         let result = try sandbox.run("vault", ["help", "migrate"])
@@ -150,6 +162,8 @@ import Testing
                                   refresh it.
           refresh                 Refresh a stored token now, with the refresh
                                   description stored with it.
+          git-credential          A git credential helper backed by the vault (get,
+                                  store, erase).
 
           See 'vault help <subcommand>' for detailed help.
 

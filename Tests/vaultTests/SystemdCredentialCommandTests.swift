@@ -55,6 +55,48 @@ import Testing
         }
     }
 
+    /// A credentials directory holding both a key and a passphrase leaves the choice to chance
+    /// and is refused; but a key or passphrase given explicitly (option or environment) is the one
+    /// meant, and the directory is then not consulted at all.
+    @Test func anExplicitKeyWinsOverACredentialsDirectoryHoldingBoth() throws {
+        let sandbox = try CLISandbox()
+        let directory = try credentials(sandbox, "credentials", key: try Data(contentsOf: sandbox.keyFile))
+        let passphrase = directory.appendingPathComponent("token-vault.passphrase")
+        #expect(FileManager.default.createFile(
+            atPath: passphrase.path, contents: Data("correct horse battery staple\n".utf8), attributes: [.posixPermissions: 0o400]))
+        let environment = ["CREDENTIALS_DIRECTORY": directory.path]
+        let tokens = FakeTokens()
+        let set = try sandbox.run("vault", ["set", "svc"] + sandbox.fileVault, stdin: Data("\(tokens.access)\n".utf8))
+        #expect(set.status == 0, "\(set)")
+
+        // Nothing explicit: refused, naming both files, with the usage exit code.
+        let ambiguous = try sandbox.run("vault", ["get", "svc", "--file", sandbox.vaultFile.path], environment: environment)
+        #expect(ambiguous.status == 64, "\(ambiguous)")
+        #expect(ambiguous.stderr.contains("holds both"), "\(ambiguous)")
+
+        // --key-file, before or after the subcommand, and TOKEN_VAULT_KEY_FILE: the vault opens.
+        for arguments in [
+            ["get", "svc", "--file", sandbox.vaultFile.path, "--key-file", sandbox.keyFile.path],
+            ["--key-file", sandbox.keyFile.path, "get", "svc", "--file", sandbox.vaultFile.path],
+        ] {
+            let byOption = try sandbox.run("vault", arguments, environment: environment)
+            #expect(byOption.status == 0 && byOption.stdout == "\(tokens.access)\n", "\(arguments): \(byOption)")
+        }
+        let byEnvironment = try sandbox.run(
+            "vault", ["get", "svc", "--file", sandbox.vaultFile.path],
+            environment: environment.merging(["TOKEN_VAULT_KEY_FILE": sandbox.keyFile.path]) { $1 })
+        #expect(byEnvironment.status == 0 && byEnvironment.stdout == "\(tokens.access)\n", "\(byEnvironment)")
+        // status says the key came from the option, not from the credentials directory.
+        let status = try sandbox.run(
+            "vault", ["status", "--file", sandbox.vaultFile.path, "--key-file", sandbox.keyFile.path], environment: environment)
+        #expect(status.status == 0, "\(status)")
+        #expect(!status.stdout.contains("systemd credential"), "\(status.stdout)")
+        // The passphrase given explicitly is tried (and is not this vault's key): a wrong key, not a refusal.
+        let wrong = try sandbox.run(
+            "vault", ["get", "svc", "--file", sandbox.vaultFile.path, "--passphrase-file", passphrase.path], environment: environment)
+        #expect(wrong.status == 4, "\(wrong)")
+    }
+
     @Test func anEncryptedCredentialRoundTripsThroughSystemdCreds() throws {
         let systemdCreds = "/usr/bin/systemd-creds"
         try #require(FileManager.default.isExecutableFile(atPath: systemdCreds), "systemd-creds is not installed (Debian package systemd)")

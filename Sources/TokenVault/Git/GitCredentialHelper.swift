@@ -22,7 +22,12 @@ public import Foundation
 /// is the same or older, so a different password does not replace it.
 ///
 /// **erase** removes the entry only if it still holds the password git sends (git's own rule for
-/// helpers): an erase for a token that was refreshed since cannot delete the fresh one.
+/// helpers): an erase for a token that was refreshed since cannot delete the fresh one. An entry
+/// whose refresh token the server rejected is kept (see ``erase(_:from:)``).
+///
+/// **A rejected refresh token.** When ``get(_:from:)`` fails with `reauthenticationRequired`,
+/// ``lastKnown(_:from:)`` answers the stale token, so that git tries it and fails with its own
+/// "Authentication failed" instead of prompting.
 ///
 /// `store` and `erase` compare and write under the entry's refresh lock, so neither can undo a
 /// refresh that another process makes at the same moment.
@@ -101,6 +106,24 @@ public struct GitCredentialHelper: Sendable {
         return GitCredentialResponse(username: name, password: token.accessToken, passwordExpiry: token.expiresAt)
     }
 
+    /// The answer to `get` after ``get(_:from:)`` failed with `reauthenticationRequired` (the
+    /// server rejected the refresh token, now or before): the stored access token as it is,
+    /// without `password_expiry_utc`, or `nil` when the vault has none for `request`.
+    ///
+    /// Git then sends it, the server refuses it, and git fails with its own "Authentication
+    /// failed" (and calls `erase`, which keeps such an entry: see ``erase(_:from:)``). Answering
+    /// nothing would instead leave git to prompt, or with prompts disabled to fail with "terminal
+    /// prompts disabled", which hides what happened. The expiry is left out because git ≥ 2.41
+    /// drops a password whose expiry has passed without trying it. The token is no secret worth
+    /// keeping by then: it is expired or revoked; and it goes only where ``mayAnswer(_:)`` allows.
+    public func lastKnown(_ request: GitCredentialRequest, from vault: Vault) async throws -> GitCredentialResponse? {
+        guard let key = try key(for: request), mayAnswer(request),
+            let entry = try await vault.storedEntry(for: key), !entry.token.accessToken.isEmpty
+        else { return nil }
+        let name = request.username.flatMap { $0.isEmpty ? nil : $0 } ?? username ?? key.account
+        return GitCredentialResponse(username: name, password: entry.token.accessToken, passwordExpiry: nil)
+    }
+
     /// What ``store(_:in:)`` did.
     public enum StoreOutcome: Sendable, Equatable {
         /// The request names no entry, or carries no password.
@@ -144,12 +167,19 @@ public struct GitCredentialHelper: Sendable {
     }
 
     /// Removes the entry if it still holds the password git sends. Returns whether it did.
+    ///
+    /// An entry whose refresh token the server has rejected is kept: it is the vault's record that
+    /// a new login is needed (`vault get --fresh` and every later `get` say so, without asking the
+    /// server again) and holds the refresh description that login renews. Erasing it would turn
+    /// the next failure into a silent "no credential".
     /// - Throws: `invalidInput` when the entry holds an opaque secret (it is kept); the store's errors.
     @discardableResult
     public func erase(_ request: GitCredentialRequest, from vault: Vault) async throws -> Bool {
         guard let key = try key(for: request), let password = request.password else { return false }
         return try await vault.withEntryLock(key, timeout: lockTimeout) {
-            guard let entry = try await vault.storedEntry(for: key), Self.same(entry.token.accessToken, password) else {
+            guard let entry = try await vault.storedEntry(for: key), Self.same(entry.token.accessToken, password),
+                try entry.refreshTokenRejected() == nil
+            else {
                 return false
             }
             return try await vault.deleteToken(for: key)

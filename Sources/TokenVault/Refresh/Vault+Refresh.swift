@@ -16,7 +16,7 @@ extension Vault {
     /// a ``RefreshDescription`` is refreshed by the vault itself with
     /// ``freshToken(for:leeway:timeout:client:)``. Here `refresh` is yours. It receives the stored token
     /// (with its refresh token) and returns the token built from the server's response, usually
-    /// with ``OAuthToken/init(tokenResponse:receivedAt:)``. TokenVault merges the two with
+    /// with ``OAuthToken/init(tokenResponse:receivedAt:)-(Data,_)``. TokenVault merges the two with
     /// ``OAuthToken/updated(byRefresh:)``, so a response without a new refresh token keeps the old
     /// one, and saves the result before returning it.
     ///

@@ -47,8 +47,12 @@ extension Vault {
     ///
     /// A token that is still fresh costs one read: no lock, no request.
     ///
-    /// - Parameter client: How requests are sent (time-out, retries) and the clock that decides
-    ///   whether the token has expired; inject a clock in tests.
+    /// - Parameters:
+    ///   - key: the entry to read and, when it is stale, refresh.
+    ///   - leeway: a token that expires within this many seconds is refreshed first.
+    ///   - timeout: how long to wait for another task's or process's refresh of the same entry.
+    ///   - client: How requests are sent (time-out, retries) and the clock that decides
+    ///     whether the token has expired; inject a clock in tests.
     /// - Throws: ``VaultError`` with code
     ///   - `notFound` when nothing is stored under `key`;
     ///   - `expired` when the token has expired and the entry has no refresh description (save one

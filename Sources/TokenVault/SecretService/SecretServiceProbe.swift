@@ -1,4 +1,4 @@
-/// What ``SecretServiceStore/probe(timeout:)`` found out about the desktop Secret Service.
+/// What ``SecretServiceStore/probe(timeout:environment:)`` found out about the desktop Secret Service.
 public struct SecretServiceProbe: Sendable, CustomStringConvertible {
     /// The finding.
     public enum Outcome: String, Sendable, Hashable, CustomStringConvertible {

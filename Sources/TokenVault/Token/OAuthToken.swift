@@ -2,7 +2,7 @@ public import Foundation
 
 /// An OAuth 2.0 token as a token endpoint issued it, with the times that decide when it expires.
 ///
-/// Build one from a token endpoint's response body with ``init(tokenResponse:receivedAt:)``, or
+/// Build one from a token endpoint's response body with ``init(tokenResponse:receivedAt:)-(Data,_)``, or
 /// directly with ``init(accessToken:tokenType:refreshToken:idToken:scope:issuedAt:expiresAt:refreshTokenExpiresAt:additionalFields:)``.
 ///
 /// Its `description`, `debugDescription`, `dump` output and string interpolation never show a

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking  // URLSession on Linux
+#endif
 import Testing
 @testable import TokenVaultTestSupport
 import TokenVault
@@ -98,6 +101,13 @@ import Glibc
         }
 
         var url: String { "http://127.0.0.1:\(port)" }
+
+        /// How many requests the server has refused so far (its `/_stats`).
+        func refused() async throws -> Int {
+            let (data, _) = try await URLSession.shared.data(from: try #require(URL(string: "\(url)/_stats")))
+            let stats = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+            return try #require(stats["refused"] as? Int)
+        }
 
         /// SIGTERM (the server unblocks it: a child of this multi-threaded runner starts with
         /// signals blocked), SIGKILL if it has not exited within 10 s.
@@ -255,16 +265,29 @@ import Glibc
             stale.expiresAt = Date().addingTimeInterval(-5)
             try await vault.saveToken(stale, for: key, refresh: try oauth.publicClient())
 
-            // The helper's refresh is rejected: it answers nothing and says why; git has no
-            // credential and, with prompts disabled, stops.
+            // The helper's refresh is rejected: it says why (log in again) and answers the stale
+            // token, which the git server refuses, so git fails with its own "Authentication
+            // failed", never a prompt (GIT_TERMINAL_PROMPT=0 would make that "terminal prompts
+            // disabled"). git's reject then keeps the entry: it records that a login is needed.
+            let refusedBefore = try await world.server.refused()
             let target = world.scratch.path("clone-1")
             let first = try await world.git(["clone", "--quiet", "\(world.server.url)/repo.git", target])
-            #expect(first.status != 0)
+            #expect(first.status == 128, "\(first)")
             #expect(first.stderr.contains("log in again"), "\(first)")
-            #expect(first.stderr.contains("terminal prompts disabled"), "\(first)")
+            #expect(first.stderr.contains("fatal: Authentication failed for '\(world.server.url)/repo.git/'"), "\(first)")
+            #expect(!first.stderr.contains("terminal prompts disabled") && !first.stderr.contains("could not read"), "\(first)")
+            #expect(try await world.server.refused() > refusedBefore, "git never sent the stale token")
+            #expect(!FileManager.default.fileExists(atPath: target))
             #expect(try await oauth.stats(user: user).reuseDetected == 1)
             #expect(try await oauth.stats(user: user).refreshRequests == refreshesBefore + 1)
             #expect(try await vault.refreshTokenRejection(for: key) != nil)
+            #expect(try await vault.refreshDescription(for: key) != nil, "git's reject erased the entry that needs a login")
+
+            // Again: the same clean failure, from the stored verdict, without asking the server again.
+            let again = try await world.git(["clone", "--quiet", "\(world.server.url)/repo.git", target])
+            #expect(again.status == 128, "\(again)")
+            #expect(again.stderr.contains("log in again") && again.stderr.contains("Authentication failed for"), "\(again)")
+            #expect(try await oauth.stats(user: user).refreshRequests == refreshesBefore + 1)
 
             // An access token the vault believes valid but the server has revoked: git sends it,
             // is refused, reports its own "Authentication failed" and erases it through the helper.
@@ -276,7 +299,7 @@ import Glibc
             #expect(second.stderr.contains("Authentication failed for '\(world.server.url)/repo.git/'"), "\(second)")
             #expect(try await vault.token(for: key) == nil, "git's reject did not erase the refused token")
             #expect(try await oauth.stats(user: user).refreshRequests == refreshesBefore + 1, "a rejected refresh token was presented again")
-            for outcome in [first, second] {
+            for outcome in [first, again, second] {
                 expectNoSecret(outcome, [login.accessToken, login.refreshToken], "git")
                 #expect(!outcome.stderr.contains("Fatal error") && !outcome.stderr.contains("Stack dump"), "\(outcome)")
             }
@@ -357,9 +380,42 @@ import Glibc
         }
     }
 
-    /// README's "On a server" git and cron lines, run as written (with `vault` on the PATH and the
-    /// test server's URLs in place of the examples').
+    /// The fenced code blocks of README.md's "On a server" section, in order: (language, body).
+    static func readmeOnAServerBlocks() throws -> [(language: String, body: String)] {
+        let readme = try String(contentsOfFile: PackageFiles.path("README.md"), encoding: .utf8)
+        let lines = readme.components(separatedBy: "\n")
+        let start = try #require(lines.firstIndex(of: "## On a server"), "README.md has no '## On a server' section")
+        let end = lines[(start + 1)...].firstIndex { $0.hasPrefix("## ") } ?? lines.endIndex
+        var blocks: [(language: String, body: String)] = []
+        var open: (language: String, lines: [String])?
+        for line in lines[start..<end] {
+            if line.hasPrefix("```") {
+                if let block = open {
+                    blocks.append((block.language, block.lines.joined(separator: "\n") + "\n"))
+                    open = nil
+                } else {
+                    open = (String(line.dropFirst(3)), [])
+                }
+            } else if open != nil {
+                open?.lines.append(line)
+            }
+        }
+        return blocks
+    }
+
+    /// README's "On a server" examples, each run as written: the git lines and the cron line with
+    /// `vault` on the PATH (the cron line's example API replaced by the test server's), and the
+    /// unit checked by `systemd-analyze verify`, its credential sealed and unsealed by
+    /// `systemd-creds` under the name the unit gives, and `vault` run with the unit's environment
+    /// and nothing else. (No unit is started: the test machine has no systemd as PID 1.) A new
+    /// example in that section fails this test until it is run here too.
     @Test func theReadmeExamplesRunAsWritten() async throws {
+        let blocks = try Self.readmeOnAServerBlocks()
+        #expect(blocks.map(\.language) == ["ini", "sh", "sh"], "README's On a server examples changed; run the new ones here")
+        let unit = try #require(blocks.first { $0.language == "ini" }?.body)
+        let gitLines = try #require(blocks.first { $0.body.contains("git config") }?.body)
+        let cronLine = try #require(blocks.first { $0.body.contains("vault get --fresh") }?.body)
+
         let user = uniqueName("readme")
         try await withWorld(helperArguments: []) { world, vault, oauth in
             let products = (try Products.executable("vault") as NSString).deletingLastPathComponent
@@ -368,28 +424,101 @@ import Glibc
             let configFile = try #require(environment["GIT_CONFIG_GLOBAL"])
             try Data().write(to: URL(fileURLWithPath: configFile))
             let configure = try await GitCredentialServerTests.run(
-                "/bin/sh",
-                ["-c", """
-                    git config --global credential.helper '!vault git-credential'
-                    git config --global credential.https://github.com.helper '!vault git-credential --service github'
-                    """], environment: environment, scratch: world.scratch)
+                "/bin/sh", ["-euc", gitLines], environment: environment, scratch: world.scratch)
             #expect(configure.status == 0, "\(configure)")
             let token = "tv-readme-\(UUID().uuidString)"
             try await vault.saveToken(OAuthToken(accessToken: token, expiresAt: Date().addingTimeInterval(3600)), for: CredentialKey(service: "github"))
+            // The URL-specific helper (pinned to the entry 'github') answers for github.com ...
             let filled = try await GitCredentialServerTests.run(
                 "/usr/bin/git", ["credential", "fill"], environment: environment, input: "protocol=https\nhost=github.com\n\n",
                 scratch: world.scratch)
             #expect(filled.status == 0 && filled.stdout.contains("password=\(token)\n"), "\(filled)")
+            // ... and the general one by host, for a host it has an entry for.
+            let hostToken = "tv-readme-host-\(UUID().uuidString)"
+            try await vault.saveToken(OAuthToken(accessToken: hostToken), for: CredentialKey(service: "git.example.test"))
+            let byHost = try await GitCredentialServerTests.run(
+                "/usr/bin/git", ["credential", "fill"], environment: environment, input: "protocol=https\nhost=git.example.test\n\n",
+                scratch: world.scratch)
+            #expect(byHost.status == 0 && byHost.stdout.contains("password=\(hostToken)\n"), "\(byHost)")
 
             // The cron line, against the test server's protected API.
             let login = try await oauth.login(user: user)
             try await vault.saveToken(login, for: CredentialKey(service: "api"), refresh: try oauth.publicClient())
             let api = oauth.url.appendingPathComponent("api/me").absoluteString
+            let example = try #require(cronLine.range(of: #"https://api\.example\.com[^ \n"']*"#, options: .regularExpression))
             let cron = try await GitCredentialServerTests.run(
-                "/bin/sh", ["-c", "token=$(vault get --fresh api) && curl -fsS -H \"Authorization: Bearer $token\" \(api)"],
+                "/bin/sh", ["-euc", cronLine.replacingCharacters(in: example, with: api)],
                 environment: environment, scratch: world.scratch)
             #expect(cron.status == 0 && cron.stdout.contains(user), "\(cron)")
             #expect(!cron.stdout.contains(login.accessToken) && !cron.stderr.contains(login.accessToken))
+
+            try await checkUnit(unit, scratch: world.scratch, vaultPath: world.vaultPath)
         }
+    }
+
+    /// The README's unit: valid for systemd, and enough for `vault` with nothing else set.
+    private func checkUnit(_ unit: String, scratch: VaultScratch, vaultPath: String) async throws {
+        let base = ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": scratch.path("home")]
+        // systemd-analyze verify checks every key; ExecStart must name an executable that exists.
+        let job = scratch.path("sync-job")
+        try Data("#!/bin/sh\nexit 0\n".utf8).write(to: URL(fileURLWithPath: job))
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: job)
+        let execStart = try #require(unit.range(of: #"(?m)^ExecStart=.*$"#, options: .regularExpression))
+        let unitFile = scratch.path("sync.service")
+        try Data(unit.replacingCharacters(in: execStart, with: "ExecStart=\(job)").utf8).write(to: URL(fileURLWithPath: unitFile))
+        let verify = try await Self.run("/usr/bin/systemd-analyze", ["verify", unitFile], environment: base, scratch: scratch)
+        #expect(verify.status == 0 && verify.stderr.isEmpty && verify.stdout.isEmpty, "systemd-analyze verify: \(verify)")
+
+        // The unit's settings, as systemd would apply them.
+        var settings: [String: [String]] = [:]
+        for line in unit.split(separator: "\n") where !line.hasPrefix("#") && !line.hasPrefix("[") {
+            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
+            if parts.count == 2 { settings[parts[0], default: []].append(parts[1]) }
+        }
+        let credential = try #require(settings["LoadCredentialEncrypted"]?.first?.split(separator: ":").first.map(String.init))
+        #expect(credential == VaultConfiguration.systemdKeyCredential)
+        let stateRoot = scratch.path("state")  // %S
+        for directory in settings["StateDirectory"] ?? [] {
+            try FileManager.default.createDirectory(
+                atPath: (stateRoot as NSString).appendingPathComponent(directory), withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
+        }
+        var environment = base
+        for assignment in (settings["Environment"] ?? []).flatMap({ $0.split(separator: " ") }) {
+            let parts = assignment.split(separator: "=", maxSplits: 1).map(String.init)
+            try #require(parts.count == 2, "Environment=\(assignment)")
+            environment[parts[0]] = parts[1].replacingOccurrences(of: "%S", with: stateRoot)
+        }
+        #expect(environment["TOKEN_VAULT_KEY_FILE"] == nil && environment["TOKEN_VAULT_PASSPHRASE_FILE"] == nil)
+
+        // What LoadCredentialEncrypted= does: the key sealed once by systemd-creds encrypt under
+        // the credential's name, unsealed at start into a directory of the service's own.
+        let hostSecret = ["SYSTEMD_CREDENTIAL_SECRET": scratch.path("host.secret")]
+        let sealed = scratch.path("token-vault.key.cred")
+        let encrypt = try await Self.run(
+            "/usr/bin/systemd-creds", ["encrypt", "--with-key=host", "--name=\(credential)", scratch.keyFile, sealed],
+            environment: base.merging(hostSecret) { $1 }, scratch: scratch)
+        try #require(encrypt.status == 0, "\(encrypt)")
+        let credentials = scratch.path("credentials")
+        try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let decrypt = try await Self.run(
+            "/usr/bin/systemd-creds", ["decrypt", "--name=\(credential)", sealed, (credentials as NSString).appendingPathComponent(credential)],
+            environment: base.merging(hostSecret) { $1 }, scratch: scratch)
+        try #require(decrypt.status == 0, "\(decrypt)")
+        // systemd hands the service its credentials readable by it alone (0400).
+        try FileManager.default.setAttributes(
+            [.posixPermissions: 0o400], ofItemAtPath: (credentials as NSString).appendingPathComponent(credential))
+        environment["CREDENTIALS_DIRECTORY"] = credentials
+
+        let secret = "tv-readme-unit-\(UUID().uuidString)"
+        let set = try await Self.run(vaultPath, ["set", "api"], environment: environment, input: "\(secret)\n", scratch: scratch)
+        #expect(set.status == 0, "\(set)")
+        let get = try await Self.run(vaultPath, ["get", "api"], environment: environment, scratch: scratch)
+        #expect(get.status == 0 && get.stdout == "\(secret)\n", "\(get)")
+        let vaultFile = try #require(environment["TOKEN_VAULT_FILE"])
+        #expect(vaultFile.hasPrefix(stateRoot) && FileManager.default.fileExists(atPath: vaultFile))
+        let status = try await Self.run(vaultPath, ["status"], environment: environment, scratch: scratch)
+        #expect(status.status == 0 && status.stdout.contains("systemd credential \(credential)"), "\(status)")
+        for outcome in [set, get, status] { #expect(!outcome.stderr.contains(secret)) }
     }
 }
