@@ -627,7 +627,7 @@ class Report:
         met = sum(1 for g in self.goals if g[3] == "MET")
         missed = sum(1 for g in self.goals if g[3] == "MISSED")
         unmeasured = sum(1 for g in self.goals if g[3] == "NOT MEASURED")
-        return "\n".join(["### Goals (issues #7 and #4)", "",
+        return "\n".join(["### Goals (issues #17, #7 and #4)", "",
                           table(["issue", "goal", "measured", "status", "how"], rows), "",
                           "%d met, %d missed, %d not measured." % (met, missed, unmeasured)])
 
