@@ -47,15 +47,13 @@ package.targets += [
             .product(name: "Logging", package: "swift-log"),
         ]
     ),
-    // System libraries, imported `internal` only: no C type reaches the public API.
-    // libsecret's include path comes from its headers' absolute Debian path in shim.h, and GLib's
-    // from glib-2.0.pc: libsecret-1.pc would also bring gmodule's `-pthread`, which SwiftPM
-    // refuses with a warning in every build of every package that depends on TokenVault.
-    .systemLibrary(
-        name: "CLibSecret",
-        pkgConfig: "glib-2.0",
-        providers: [.apt(["libsecret-1-dev"])]
-    ),
+    // libsecret and GLib through dlopen, on first use of the Secret Service (issue 17): a C target
+    // that declares the few GLib types TokenVault uses and resolves libsecret-1.so.0 at run time,
+    // so nothing links them and a process that never uses the Secret Service never maps them.
+    // Building needs no libsecret or GLib headers; running the Secret Service backend needs the
+    // libsecret-1-0 package (without it, that backend is a clear `backendUnavailable`).
+    .target(name: "CLibSecret"),
+    // System library, imported `internal` only: no C type reaches the public API.
     .systemLibrary(
         name: "CSodium",
         pkgConfig: "libsodium",

@@ -89,6 +89,8 @@ final class GLibWorker: @unchecked Sendable {
     /// A worker with one long-lived thread.
     private init(name: String) {
         dedicated = true
+        // Without libsecret no job is ever submitted: `run` throws first.
+        guard LibSecret.isLoaded else { return }
         let thread = Thread { [self] in
             // Signals that libsecret's proxies subscribe to on this thread are delivered to this
             // context. It is drained after every job, so they never pile up unprocessed.
@@ -155,6 +157,7 @@ final class GLibWorker: @unchecked Sendable {
         onTimeout: @escaping @Sendable () -> VaultError,
         _ body: @escaping @Sendable (OperationCancellable) throws -> Value
     ) async throws -> Value {
+        try LibSecret.require()
         let cancellable = OperationCancellable()
         let completion = Completion<Value>()
         return try await withTaskCancellationHandler {

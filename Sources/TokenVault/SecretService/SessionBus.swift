@@ -26,15 +26,32 @@ enum SessionBus {
             let socket = (runtime as NSString).appendingPathComponent("bus")
             var status = stat()
             if lstat(socket, &status) == 0, (status.st_mode & S_IFMT) == S_IFSOCK {
-                guard let escaped = g_dbus_address_escape_value(socket) else {
-                    return .none(reason: "the path \(socket) cannot be written as a D-Bus address")
-                }
-                defer { g_free(escaped) }
-                return .address("unix:path=" + String(cString: escaped))
+                return .address("unix:path=" + escapeAddressValue(socket))
             }
             return .none(reason: "DBUS_SESSION_BUS_ADDRESS is not set and there is no bus socket at \(socket)")
         }
         return .none(reason: "DBUS_SESSION_BUS_ADDRESS is not set and there is no XDG_RUNTIME_DIR")
+    }
+
+    /// Escapes a value of a D-Bus address as GLib 2.74's `g_dbus_address_escape_value` does
+    /// (ASCII letters, digits and `-./\_` pass as they are, every other byte becomes `%XX`), in
+    /// Swift, so that resolving the bus does not load GLib.
+    static func escapeAddressValue(_ value: String) -> String {
+        var escaped = ""
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "-"), UInt8(ascii: "_"),
+                UInt8(ascii: "/"), UInt8(ascii: "."), UInt8(ascii: "\\"):
+                escaped.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".unicodeScalars)
+                escaped += "%"
+                escaped.unicodeScalars.append(hex[Int(byte >> 4)])
+                escaped.unicodeScalars.append(hex[Int(byte & 0x0f)])
+            }
+        }
+        return escaped
     }
 
     /// Whether an unlock prompt could be shown: a graphical display is present.

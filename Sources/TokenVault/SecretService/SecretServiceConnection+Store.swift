@@ -1,0 +1,141 @@
+import Foundation
+internal import CLibSecret
+
+extension SecretServiceStore.Connection {
+    /// Saves `secret` under `key` in the default collection, keeping exactly one item per key, and
+    /// reads it back: a provider that stores something else (KeePassXC expands placeholders such
+    /// as `{USERNAME}` on read and refuses `{REF:…}` on write) is an `integrityFailure`, and the
+    /// item is put back as it was.
+    ///
+    /// An item of this schema that already exists is overwritten in place with `Item.SetSecret`:
+    /// KeePassXC 2.7.4 asks for a confirmation, on a dialog, when another process replaces an
+    /// item through `CreateItem` with replace, but not for `SetSecret`.
+    func store(
+        _ secret: Data, _ key: CredentialKey, label: String, wireContentType: String,
+        _ cancellable: UnsafeMutablePointer<GCancellable>, action: String
+    ) throws -> SecretServiceStore.StoreOutcome {
+        // The lock first, as in lookup: on a locked KeePassXC a search or CreateItem would wait
+        // on an unlock dialog.
+        guard let collection = try defaultCollectionState(cancellable, action: action) else {
+            throw Self.noDefaultCollection(key)
+        }
+        if collection.locked { return .locked([collection.path]) }
+        let found = try search(key, cancellable, action: action)
+        let value = try Self.value(secret, contentType: wireContentType, action: action)
+        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+
+        var target: String?
+        var previous: OpaquePointer?
+        defer { if let previous { secret_value_unref(UnsafeMutableRawPointer(previous)) } }
+        for path in found.unlocked {
+            let item = try openItem(path, cancellable, action: action)
+            defer { g_object_unref(UnsafeMutableRawPointer(item)) }
+            guard Self.schema(of: item) == SecretServiceStore.schemaName else { continue }
+            // Kept so that a value the provider alters can be put back.
+            previous = try readValue(path, cancellable, action: action)
+            do {
+                try setSecret(item, value, cancellable, action: action)
+            } catch let error as VaultError where error.code == .io {
+                // KeePassXC refuses a secret that holds {REF:…} with an error and no message.
+                throw VaultError(
+                    .integrityFailure,
+                    "The Secret Service provider refused the new secret for \(key) (\(error.message)); the stored "
+                        + "value is unchanged. KeePassXC, for one, refuses secrets that hold {REF:…}. Use the encrypted "
+                        + "file backend for such a secret.")
+            }
+            if Self.label(of: item) != label {
+                var error: UnsafeMutablePointer<GError>?
+                guard secret_item_set_label_sync(item, label, cancellable, &error) != 0 else {
+                    throw GLibError.take(error, while: action)
+                }
+            }
+            target = path
+            break
+        }
+
+        let written: String
+        if let target {
+            written = target
+        } else {
+            switch try createItem(value, key, label: label, cancellable, action: action) {
+            case .created(let path): written = path
+            case .locked(let paths): return .locked(paths)
+            }
+        }
+
+        try verify(secret, at: written, created: target == nil, previous: previous, key, cancellable, action: action)
+
+        // One item per key: remove the other unlocked items for the same service and account,
+        // such as one that `secret-tool store` made under its own schema. Locked duplicates in
+        // other collections cannot be touched.
+        for path in found.unlocked where path != written {
+            try deleteItem(path, cancellable, action: action)
+        }
+        return .saved
+    }
+
+    enum Creation {
+        case created(String)
+        case locked([String])
+    }
+
+    func createItem(
+        _ value: OpaquePointer, _ key: CredentialKey, label: String,
+        _ cancellable: UnsafeMutablePointer<GCancellable>, action: String
+    ) throws -> Creation {
+        let attributes = Self.attributes(key, schema: SecretServiceStore.schemaName)
+        defer { g_hash_table_unref(attributes) }
+        let properties = tv_item_properties_new(label, attributes)
+        defer { g_hash_table_unref(properties) }
+        var error: UnsafeMutablePointer<GError>?
+        guard let created = secret_service_create_item_dbus_path_sync(
+            service, Self.defaultCollection, properties, value, SECRET_ITEM_CREATE_REPLACE, cancellable, &error)
+        else {
+            guard error != nil else {
+                // The provider asked for a prompt, and it was dismissed.
+                return .locked([try defaultCollectionPath(cancellable, action: action)])
+            }
+            let failure = GLibError.take(error, while: action)
+            switch failure.code {
+            case .locked:
+                return .locked([try defaultCollectionPath(cancellable, action: action)])
+            case .notFound:
+                throw Self.noDefaultCollection(key)
+            default:
+                throw failure
+            }
+        }
+        defer { g_free(created) }
+        return .created(String(cString: created))
+    }
+
+    /// Reads back what was written to `path`. If it differs, puts the item back as it was (the
+    /// previous value, or no item at all) and throws `integrityFailure`.
+    func verify(
+        _ secret: Data, at path: String, created: Bool, previous: OpaquePointer?, _ key: CredentialKey,
+        _ cancellable: UnsafeMutablePointer<GCancellable>, action: String
+    ) throws {
+        let stored = try readValue(path, cancellable, action: action)
+        defer { secret_value_unref(UnsafeMutableRawPointer(stored)) }
+        let readBack = Self.copy(stored)
+        guard readBack != secret else { return }
+        let undone: String
+        if created {
+            try deleteItem(path, cancellable, action: action)
+            undone = "Nothing was saved."
+        } else if let previous {
+            let item = try openItem(path, cancellable, action: action)
+            defer { g_object_unref(UnsafeMutableRawPointer(item)) }
+            try setSecret(item, previous, cancellable, action: action)
+            undone = "The previous value was put back."
+        } else {
+            undone = "The item now holds what the provider made of it."
+        }
+        throw VaultError(
+            .integrityFailure,
+            "The Secret Service provider did not keep the secret for \(key) as written: it reads back "
+                + (readBack.isEmpty ? "empty" : "altered (\(readBack.count) bytes instead of \(secret.count))")
+                + ". KeePassXC, for one, expands placeholders such as {USERNAME} or {S:name} when a secret is read, "
+                + "and refuses {REF:…}. \(undone) Use the encrypted file backend for such a secret.")
+    }
+}
