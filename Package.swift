@@ -18,6 +18,9 @@ let package = Package(
         .library(name: "TokenVault", targets: ["TokenVault"]),
         // The command for administrators.
         .executable(name: "vault", targets: ["vault"]),
+        // The PostgreSQL backend for fleets. A product of its own: a package that uses only
+        // `TokenVault` does not build postgres-nio (SwiftPM builds a product's targets only).
+        .library(name: "TokenVaultPostgres", targets: ["TokenVaultPostgres"]),
     ],
     traits: [
         .trait(
@@ -32,6 +35,8 @@ let package = Package(
         // `swift package generate-documentation` (the DocC catalog in Sources/TokenVault/Docs.docc).
         // A command plugin only: a package that depends on TokenVault does not build it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // Only TokenVaultPostgres (and the `vault` command, which offers `--backend postgres`) use it.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: []
 )
@@ -61,6 +66,21 @@ package.targets += [
     ),
 ]
 
+// MARK: - PostgreSQL
+
+package.targets += [
+    // PostgresStore: rows sealed on the client with the file vault's record crypto, found by keyed
+    // hashes, and one refresh across hosts under pg_advisory_xact_lock.
+    .target(
+        name: "TokenVaultPostgres",
+        dependencies: [
+            "TokenVault",
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]
+    )
+]
+
 // MARK: - CLI
 
 package.targets += [
@@ -68,6 +88,7 @@ package.targets += [
         name: "vault",
         dependencies: [
             "TokenVault",
+            "TokenVaultPostgres",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]
     )
@@ -93,7 +114,8 @@ package.targets += [
     //   (migration tests, Scripts/demo).
     .executableTarget(name: "tutorial-defaults", dependencies: ["TokenVault"], path: "Tests/Helpers/tutorial-defaults"),
     //   refresh-stress: one process of the cross-process refresh tests.
-    .executableTarget(name: "refresh-stress", dependencies: ["TokenVault"], path: "Tests/Helpers/refresh-stress"),
+    //   (with TOKEN_VAULT_BACKEND=postgres, one "host" of the cross-host tests: Tests/Integration/Postgres).
+    .executableTarget(name: "refresh-stress", dependencies: ["TokenVault", "TokenVaultPostgres"], path: "Tests/Helpers/refresh-stress"),
     // The example OAuth client (Examples/oauth-example), run by the integration tests. Not a product.
     .executableTarget(
         name: "oauth-example",
@@ -121,7 +143,7 @@ package.targets += [
     // Integration), so plain `swift test` runs the unit tests and says in one line how to run these.
     .target(
         name: "TokenVaultIntegration",
-        dependencies: ["TokenVault", "TokenVaultTestSupport"],
+        dependencies: ["TokenVault", "TokenVaultPostgres", "TokenVaultTestSupport"],
         path: "Tests/Integration"
     ),
     .testTarget(

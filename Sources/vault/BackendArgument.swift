@@ -7,12 +7,17 @@ enum BackendArgument: String, CaseIterable, ExpressibleByArgument {
     case auto
     case secretService = "secret-service"
     case file
+    /// The PostgreSQL backend (TokenVaultPostgres), configured by TOKEN_VAULT_DATABASE_URL.
+    case postgres
 
-    var backend: VaultConfiguration.Backend {
+    /// The library's configuration backend; `nil` for postgres, which the library's
+    /// ``VaultConfiguration`` does not open (a separate product does).
+    var backend: VaultConfiguration.Backend? {
         switch self {
         case .auto: .auto
         case .secretService: .secretService
         case .file: .file
+        case .postgres: nil
         }
     }
 }

@@ -113,6 +113,13 @@ extension VaultCommand {
         /// keyring unlock prompt. `nil` when the file backend would be used and has no file yet
         /// (and `creating` is false): nothing is stored, so there is nothing to answer or erase.
         private func openVault(creating: Bool) async throws -> Vault? {
+            if global.usesPostgres() {
+                do {
+                    return try await global.openPostgres(createIfMissing: creating).vault
+                } catch let error as VaultError where error.code == .notFound && !creating {
+                    return nil
+                }
+            }
             var configuration = try global.configuration()
             configuration.createIfMissing = creating
             configuration.secretService.unlockPrompt = false

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TokenVault
+import TokenVaultPostgres
 
 #if canImport(Glibc)
     import Glibc
@@ -58,6 +59,11 @@ struct GlobalOptions: ParsableArguments {
             throw ValidationError("Give --key-file or --passphrase-file, not both.")
         }
         var environment = environment
+        // The library's configuration knows no postgres backend: that is TokenVaultPostgres's,
+        // opened by ``openPostgres(createIfMissing:)``; the key options still apply to it.
+        if environment["TOKEN_VAULT_BACKEND"] == BackendArgument.postgres.rawValue {
+            environment["TOKEN_VAULT_BACKEND"] = nil
+        }
         if keyFile != nil || passphraseFile != nil {
             // An option replaces whichever kind of key the environment names, a systemd
             // credential included: an explicit setting wins, even over a credentials directory
@@ -72,7 +78,7 @@ struct GlobalOptions: ParsableArguments {
         } catch let error as VaultError {
             throw ValidationError(error.message)
         }
-        if let backend { configuration.backend = backend.backend }
+        if let backend = backend?.backend { configuration.backend = backend }
         // Whatever its source: `vault` runs once and exits, so a memory vault would lose every
         // token it was given, and `vault migrate` would scrub the plist into it.
         if configuration.backend == .memory {
@@ -90,10 +96,39 @@ struct GlobalOptions: ParsableArguments {
         return configuration
     }
 
+    /// Whether the postgres backend is chosen: `--backend postgres` or TOKEN_VAULT_BACKEND=postgres.
+    func usesPostgres(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
+        if let backend { return backend == .postgres }
+        return environment["TOKEN_VAULT_BACKEND"] == BackendArgument.postgres.rawValue
+    }
+
+    /// Opens the PostgreSQL vault of TOKEN_VAULT_DATABASE_URL, sealed with the global key or
+    /// passphrase file (`keySource` replaces it, for `vault copy --to-key-file`).
+    /// - Throws: `notFound` when the database holds no vault yet and `createIfMissing` is off;
+    ///   `backendUnavailable` when no URL or no key is given, or the server cannot be reached.
+    func openPostgres(
+        createIfMissing: Bool, keySource override: VaultConfiguration.KeySource? = nil
+    ) async throws -> (vault: Vault, store: PostgresStore) {
+        let configuration = try configuration()
+        guard let keySource = override ?? configuration.keySource else {
+            throw VaultError(
+                .backendUnavailable,
+                "The postgres backend seals every entry on this host and needs a key: set TOKEN_VAULT_KEY_FILE or TOKEN_VAULT_PASSPHRASE_FILE (or --key-file, --passphrase-file).")
+        }
+        let database = try PostgresStore.Configuration.fromEnvironment(allowInsecurePermissions: configuration.allowInsecurePermissions)
+        let store = try await PostgresStore.open(
+            database, keySource: keySource,
+            options: PostgresStore.Options(allowInsecurePermissions: configuration.allowInsecurePermissions, createIfMissing: createIfMissing))
+        return (Vault(store: store, reason: "the postgres backend was requested (\(database))"), store)
+    }
+
     /// Opens the vault, creating a file vault (and its directory) if it does not exist yet: for
     /// commands that write. When the encrypted file will be used, no key was given and there is
     /// a terminal, asks for the passphrase there with echo off (twice when creating the file).
     func openVault(forcingFile: Bool = false, createIfMissing: Bool = true) async throws -> Vault {
+        if !forcingFile && usesPostgres() {
+            return try await openPostgres(createIfMissing: createIfMissing).vault
+        }
         var configuration = try configuration()
         if forcingFile { configuration.backend = .file }
         configuration.createIfMissing = createIfMissing
@@ -115,6 +150,15 @@ struct GlobalOptions: ParsableArguments {
     /// - Parameter plan: the backend plan, if the caller already made it (`status` shows it, and
     ///   its warnings, itself).
     func openExistingVault(plan known: BackendPlan? = nil) async throws -> ExistingVault {
+        if usesPostgres() {
+            do {
+                let opened = try await openPostgres(createIfMissing: false)
+                return .opened(opened.vault, keySource: try configuration().keySource)
+            } catch let error as VaultError where error.code == .notFound {
+                let database = try PostgresStore.Configuration.fromEnvironment()
+                return .noVaultYet(path: "\(database)", reason: error.message)
+            }
+        }
         var configuration = try configuration()
         configuration.createIfMissing = false
         let plan: BackendPlan

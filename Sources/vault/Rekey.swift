@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TokenVault
+import TokenVaultPostgres
 
 #if canImport(Glibc)
     import Glibc
@@ -11,14 +12,15 @@ import TokenVault
 extension VaultCommand {
     struct Rekey: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Change the key or passphrase of an encrypted file vault.",
+            abstract: "Change the key or passphrase of an encrypted file vault or a PostgreSQL vault.",
             discussion: """
                 Opens the vault with the current key (the global --key-file or \
                 --passphrase-file, or a passphrase typed at the terminal) and rewrites the whole \
                 file atomically under the new one: a temporary file in the same directory, \
                 fsync, rename. If anything fails, the old file stays as it was. With neither \
                 --new-key-file nor --new-passphrase-file, the new passphrase is asked for twice \
-                at the terminal. The Secret Service has no key of ours to change.
+                at the terminal. With --backend postgres, every row is sealed again in one \
+                transaction. The Secret Service has no key of ours to change.
                 """
         )
 
@@ -41,12 +43,20 @@ extension VaultCommand {
             if kdf != nil, newKeyFile != nil {
                 throw ValidationError("--kdf applies to a new passphrase, not to a key file.")
             }
-            if try global.configuration().backend == .secretService {
+            if !global.usesPostgres(), try global.configuration().backend == .secretService {
                 throw ValidationError("rekey applies to the encrypted file backend; the Secret Service has no key of ours to change.")
             }
         }
 
         func run() async throws {
+            if global.usesPostgres() {
+                // Every row sealed again in one transaction (PostgresStore.rekey).
+                let store = try await global.openPostgres(createIfMissing: false).store
+                let newSource = try newKeySource(for: "\(store.configuration)")
+                let count = try await store.rekey(to: newSource, kdf: kdf?.parameters)
+                try Output.note("Rekeyed the PostgreSQL vault \(store.configuration) (\(count) \(count == 1 ? "entry" : "entries")) to the \(newSource).")
+                return
+            }
             var configuration = try global.configuration()
             configuration.backend = .file
             let path = configuration.resolvedFilePath

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TokenVault
+import TokenVaultPostgres
 
 extension VaultCommand {
     struct Status: AsyncParsableCommand {
@@ -22,6 +23,10 @@ extension VaultCommand {
         }
 
         func run() async throws {
+            if global.usesPostgres() {
+                try await postgresStatus()
+                return
+            }
             let configuration = try global.configuration()
             // One probe, shown here whatever the backend, and one plan: the one that opens the vault.
             let probe = await SecretServiceStore.probe(timeout: configuration.probeTimeout)
@@ -161,5 +166,56 @@ struct RefreshCount {
             "tokens": tokens, "self": automatic, "rejected": rejected, "no-refresh-token": noRefreshToken,
             "no-description": noDescription, "unreadable": unreadable,
         ]
+    }
+}
+
+extension VaultCommand.Status {
+    /// The postgres backend's status: where the database is (no password), the server's
+    /// version, this connection's TLS, the schema version and the entry count.
+    func postgresStatus() async throws {
+        let database = try PostgresStore.Configuration.fromEnvironment()
+        var failure: VaultError?
+        var status: PostgresStore.Status?
+        var noVaultYet = false
+        do {
+            let opened = try await global.openPostgres(createIfMissing: false)
+            defer { opened.store.close() }
+            status = try await opened.store.status()
+        } catch let error as VaultError where error.code == .notFound {
+            noVaultYet = true
+        } catch let error as VaultError {
+            failure = error
+        }
+        let entries: Any = status?.entries ?? (noVaultYet ? 0 : NSNull())
+        if json {
+            var object: [String: Any] = [
+                "requested_backend": "postgres",
+                "backend": failure == nil ? "postgres" : NSNull(),
+                "database": [
+                    "location": "\(database)", "sslmode": database.tlsMode.rawValue,
+                    "server_version": status.map { $0.serverVersion as Any } ?? NSNull(),
+                    "tls": status?.tls.map { $0 as Any } ?? NSNull(),
+                    "schema_version": status.map { $0.schemaVersion as Any } ?? NSNull(),
+                    "vault_exists": !noVaultYet && failure == nil,
+                ] as [String: Any],
+                "entries": entries,
+            ]
+            if let failure { object["error"] = ["code": "\(failure.code)", "message": failure.message] }
+            try Output.json(object)
+        } else {
+            var rows: [[String]] = [["requested backend:", "postgres"]]
+            rows.append(["backend in use:", failure == nil ? "postgres" + (noVaultYet ? " (no vault in the database yet)" : "") : "none (the vault could not be opened)"])
+            rows.append(["database:", "\(database) (sslmode \(database.tlsMode.rawValue))"])
+            if let status {
+                rows.append(["server:", "PostgreSQL \(status.serverVersion)"])
+                rows.append(["TLS:", status.tls ?? "none"])
+                rows.append(["schema version:", "\(status.schemaVersion)"])
+                rows.append(["entries:", "\(status.entries)"])
+            } else if noVaultYet {
+                rows.append(["entries:", "0"])
+            }
+            try Output.line(Output.table(rows))
+        }
+        if let failure { throw failure }
     }
 }

@@ -60,7 +60,7 @@ import Testing
     @Test func rootHelpListsTheGlobalOptionsAndTheirValues() throws {
         let help = try CLISandbox().run("vault", ["--help"])
         #expect(help.stdout.contains("USAGE: vault [--backend <backend>] [--file <path>]"))
-        #expect(help.stdout.contains("(values: auto, secret-service, file)"))
+        #expect(help.stdout.contains("(values: auto, secret-service, file, postgres)"))
         let rekey = try CLISandbox().run("vault", ["help", "rekey"])
         #expect(rekey.stdout.contains("(values: interactive, moderate, sensitive)"), "\(rekey.stdout)")
     }
@@ -101,11 +101,11 @@ import Testing
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         #expect(lines.count >= 6, "\(text)")
         guard lines.count >= 6 else { return }
-        #expect(lines[0] == "auto secret-service file")
+        #expect(lines[0] == "auto secret-service file postgres")
         // Both subcommands that start with g: git-credential is listed since it shows in --help.
         #expect(lines[1] == "get git-credential")
         #expect(lines[2] == "--backend")
-        #expect(lines[3] == "auto secret-service file")
+        #expect(lines[3] == "auto secret-service file postgres")
         #expect(lines[4] == "--backend")
         #expect(lines[5] == "interactive moderate sensitive")
     }

@@ -65,7 +65,7 @@ import Testing
 
         OPTIONS:
           --backend <backend>     Which backend (env TOKEN_VAULT_BACKEND; default
-                                  auto). (values: auto, secret-service, file)
+                                  auto). (values: auto, secret-service, file, postgres)
           --file <path>           The encrypted vault file (env TOKEN_VAULT_FILE;
                                   default $XDG_DATA_HOME/token-vault/tokens.vault).
           --key-file <path>       A file holding the file vault's 32-byte key (env
@@ -130,7 +130,7 @@ import Testing
 
         OPTIONS:
           --backend <backend>     Which backend (env TOKEN_VAULT_BACKEND; default
-                                  auto). (values: auto, secret-service, file)
+                                  auto). (values: auto, secret-service, file, postgres)
           --file <path>           The encrypted vault file (env TOKEN_VAULT_FILE;
                                   default $XDG_DATA_HOME/token-vault/tokens.vault).
           --key-file <path>       A file holding the file vault's 32-byte key (env
@@ -157,7 +157,9 @@ import Testing
           migrate                 Move OAuth tokens out of a plain UserDefaults plist
                                   into the vault.
           rekey                   Change the key or passphrase of an encrypted file
-                                  vault.
+                                  vault or a PostgreSQL vault.
+          copy                    Copy every entry from one backend to another, all or
+                                  nothing; the source is left untouched.
           login                   Log in with OAuth and store the token with how to
                                   refresh it.
           refresh                 Refresh a stored token now, with the refresh
@@ -188,7 +190,7 @@ import Testing
 
         OPTIONS:
           --backend <backend>     Which backend (env TOKEN_VAULT_BACKEND; default
-                                  auto). (values: auto, secret-service, file)
+                                  auto). (values: auto, secret-service, file, postgres)
           --file <path>           The encrypted vault file (env TOKEN_VAULT_FILE;
                                   default $XDG_DATA_HOME/token-vault/tokens.vault).
           --key-file <path>       A file holding the file vault's 32-byte key (env

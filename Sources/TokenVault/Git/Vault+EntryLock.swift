@@ -10,6 +10,10 @@ extension Vault {
     func withEntryLock<Result: Sendable>(
         _ key: CredentialKey, timeout: Duration, _ body: () async throws -> Result
     ) async throws -> Result {
+        if let shared = store as? any StoreRefreshLocking {
+            // The cross-host lock of the store's refreshes; body reads and writes as usual.
+            return try await shared.withRefreshLock(on: key, timeout: timeout) { _ in try await body() }
+        }
         let directory = try refreshLockPlacement().lockDirectory
         var lock: RefreshLock?
         if let directory {

@@ -116,6 +116,10 @@ extension Vault {
 
     /// The stored entry under `key` with its refresh description and verdict, or nil.
     func storedEntry(for key: CredentialKey) async throws -> StoredEntry? {
+        try await storedEntry(for: key, in: store)
+    }
+
+    private func storedEntry(for key: CredentialKey, in store: any CredentialStore) async throws -> StoredEntry? {
         guard let data = try await store.load(key) else { return nil }
         do {
             return try StoredEntry(storedForm: data)
@@ -133,13 +137,34 @@ extension Vault {
         timeout: Duration,
         operation: @Sendable (StoredEntry) async throws -> OAuthToken
     ) async throws -> OAuthToken {
+        // A store shared across hosts locks for itself: the re-read and the write below then run
+        // inside its lock (for PostgreSQL, one transaction holding pg_advisory_xact_lock).
+        if let shared = store as? any StoreRefreshLocking {
+            return try await shared.withRefreshLock(on: key, timeout: timeout) { locked in
+                try await refreshLocked(
+                    key, store: locked, need: need, now: now, coordinator: coordinator, operation: operation)
+            }
+        }
         var lock: RefreshLock?
         if let lockDirectory {
             lock = try await RefreshLock.acquire(path: lockDirectory.lockFilePath(for: key), timeout: timeout)
         }
         defer { lock?.release() }
+        return try await refreshLocked(key, store: store, need: need, now: now, coordinator: coordinator, operation: operation)
+    }
 
-        guard let entry = try await storedEntry(for: key) else {
+    /// The locked part of a flight: read the entry again, refresh only if still needed, save.
+    /// `store` is the vault's store, or the view of it that a ``StoreRefreshLocking`` store
+    /// gives under its lock.
+    private func refreshLocked(
+        _ key: CredentialKey,
+        store: any CredentialStore,
+        need: RefreshNeed,
+        now: @Sendable () -> Date,
+        coordinator: RefreshCoordinator,
+        operation: @Sendable (StoredEntry) async throws -> OAuthToken
+    ) async throws -> OAuthToken {
+        guard let entry = try await storedEntry(for: key, in: store) else {
             throw Self.noToken(key)
         }
         let current = entry.token
@@ -190,7 +215,7 @@ extension Vault {
                 let oauthError = failure.oauthError
             {
                 await coordinator.rememberRejected(current.refreshToken, oauthError)
-                await storeVerdict(oauthError, on: entry, key: key, at: date)
+                await storeVerdict(oauthError, on: entry, key: key, at: date, in: store)
             }
             throw failure
         }
@@ -210,7 +235,9 @@ extension Vault {
 
     /// Stores the server's rejection of the entry's refresh token with the entry, the token itself
     /// untouched, so that no process presents that refresh token again. Still under the lock.
-    private func storeVerdict(_ oauthError: OAuthErrorResponse, on entry: StoredEntry, key: CredentialKey, at date: Date) async {
+    private func storeVerdict(
+        _ oauthError: OAuthErrorResponse, on entry: StoredEntry, key: CredentialKey, at date: Date, in store: any CredentialStore
+    ) async {
         guard let refreshToken = entry.token.refreshToken else { return }
         do {
             var marked = entry
@@ -237,6 +264,10 @@ extension Vault {
     /// see the store). One rule, used by the refresh flight and by every compare-and-write that
     /// must not interleave with it (the git credential helper's store and erase).
     func refreshLockPlacement() throws -> (identity: RefreshStoreIdentity, lockDirectory: RefreshLockDirectory?) {
+        if let shared = store as? any StoreRefreshLocking {
+            // Hosts meet at the store's own lock (withRefreshLock); tasks of this process share flights.
+            return (.named(shared.refreshIdentity), nil)
+        }
         switch store.backend {
         case .memory where store is MemoryStore:
             // Process memory: nobody outside this process can see it, so no file lock is needed.

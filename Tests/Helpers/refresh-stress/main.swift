@@ -20,6 +20,7 @@
 
 import Foundation
 import TokenVault
+import TokenVaultPostgres
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -112,11 +113,21 @@ func waitForFile(_ path: String, bound: Duration) async throws {
 
 func run() async throws {
     let arguments = try Arguments(CommandLine.arguments)
-    var configuration = try VaultConfiguration.fromEnvironment()
+    var environment = ProcessInfo.processInfo.environment
+    environment["TOKEN_VAULT_BACKEND"] = environment["TOKEN_VAULT_BACKEND"] == "postgres" ? nil : environment["TOKEN_VAULT_BACKEND"]
+    var configuration = try VaultConfiguration.fromEnvironment(environment)
     // The test keyring is shared by every test running at once, and gnome-keyring rewrites its
     // whole file on each change: allow more than the 10 s default per call. Never prompt.
     configuration.secretService = SecretServiceStore.Options(timeout: .seconds(30), unlockPrompt: false)
-    let vault = try await Vault.open(configuration)
+    let vault: Vault
+    if ProcessInfo.processInfo.environment["TOKEN_VAULT_BACKEND"] == "postgres" {
+        // One "host" of the cross-host tests: the database (TOKEN_VAULT_DATABASE_URL and
+        // TOKEN_VAULT_DATABASE_PASSWORD_FILE) is all it shares with the others.
+        guard let keyFile = ProcessInfo.processInfo.environment["TOKEN_VAULT_KEY_FILE"] else { throw Failure("no TOKEN_VAULT_KEY_FILE") }
+        vault = Vault(store: try await PostgresStore.open(.fromEnvironment(), keySource: .keyFile(keyFile)))
+    } else {
+        vault = try await Vault.open(configuration)
+    }
     let backend = vault.selection.backend.rawValue
     // Where the Secret Service's lock files live depends on it: the test checks that every child
     // saw the same one as the test itself.

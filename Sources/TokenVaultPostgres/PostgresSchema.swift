@@ -1,0 +1,201 @@
+// Owns: the schema (created on first use, versioned) and the header row (KDF parameters, salt,
+// vault id, key check, MAC).
+import Foundation
+import TokenVault
+import PostgresNIO
+
+/// The tables, version 1:
+///
+/// ```sql
+/// tokenvault_header (id = 1, schema_version, key_kind 1 key file | 2 passphrase, ops_limit,
+///                    mem_limit, salt (16), vault_id (16), key_check (32), header_mac (32))
+/// tokenvault_entries (row_hash (32) PRIMARY KEY, service_hash (32), version, sealed)
+/// ```
+///
+/// `key_check` is the file vault's (BLAKE2b keyed with subkey 2 of
+/// `"TokenVault key check v1" ‖ salt`); `header_mac` is BLAKE2b keyed with subkey 3 of
+/// `"TVPH" ‖ schema_version (u32 LE) ‖ key_kind ‖ ops_limit (u64 LE) ‖ mem_limit (u64 LE) ‖ salt ‖ vault_id ‖ key_check`.
+enum PostgresSchema {
+    static let currentVersion: Int32 = 1
+    /// The advisory lock that serialises the creation of the schema (`"TVschema"`).
+    static let creationLock: Int64 = 0x5456_7363_6865_6D61
+
+    static let createStatements: [String] = [
+        """
+        CREATE TABLE IF NOT EXISTS tokenvault_header (
+            id smallint PRIMARY KEY CHECK (id = 1),
+            schema_version integer NOT NULL,
+            key_kind smallint NOT NULL,
+            ops_limit bigint NOT NULL,
+            mem_limit bigint NOT NULL,
+            salt bytea NOT NULL,
+            vault_id bytea NOT NULL,
+            key_check bytea NOT NULL,
+            header_mac bytea NOT NULL)
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS tokenvault_entries (
+            row_hash bytea PRIMARY KEY,
+            service_hash bytea NOT NULL,
+            version bigint NOT NULL,
+            sealed bytea NOT NULL)
+        """,
+        "CREATE INDEX IF NOT EXISTS tokenvault_entries_service ON tokenvault_entries (service_hash)",
+    ]
+
+    struct Header: Sendable {
+        var schemaVersion: Int32
+        var passphrase: Bool
+        var opsLimit: Int64
+        var memLimit: Int64
+        var salt: [UInt8]
+        var vaultID: [UInt8]
+        var keyCheck: [UInt8]
+        var mac: [UInt8]
+
+        func macInput() -> [UInt8] {
+            var bytes = Array("TVPH".utf8)
+            bytes.appendLittleEndian(UInt32(bitPattern: schemaVersion))
+            bytes.append(passphrase ? 2 : 1)
+            bytes.appendLittleEndian(UInt64(bitPattern: opsLimit))
+            bytes.appendLittleEndian(UInt64(bitPattern: memLimit))
+            return bytes + salt + vaultID + keyCheck
+        }
+    }
+
+    /// Opens (or, on first use, creates) the vault: the schema, then the header row, then the keys.
+    static func openVault(
+        client: PostgresClient, configuration: PostgresStore.Configuration, secret: RowSealingSecret,
+        options: PostgresStore.Options, logger: Logger
+    ) async throws -> PostgresStore.Sealing {
+        let vault = "the PostgreSQL vault \(configuration)"
+        let header = try await PostgresStore.withDeadline(options.operationTimeout, what: "open the vault", vault: vault) {
+            try await PostgresStore.retrying(what: "open the vault", vault: vault) {
+                try await client.withConnection { connection in
+                    try await readOrCreateHeader(on: connection, secret: secret, options: options, vault: vault)
+                }
+            }
+        }
+        return try unlock(header, secret: secret, options: options, vault: vault)
+    }
+
+    /// Reads the header row; creates the schema and a new header when there is none (and
+    /// creation is allowed). Header and keys of a new vault come from `secret` and `options`.
+    static func readOrCreateHeader(
+        on connection: PostgresConnection, secret: RowSealingSecret, options: PostgresStore.Options, vault: String
+    ) async throws -> (Header, PostgresStore.Sealing?) {
+        if let header = try await readHeader(on: connection, vault: vault) { return (header, nil) }
+        guard options.createIfMissing else {
+            throw VaultError(.notFound, "There is no vault in \(vault) yet (no tokenvault_header row); `vault set` creates one.")
+        }
+        try secret.checkNewPassphrase()
+        return try await PostgresSQL.transaction(on: connection) {
+            try await connection.run("SELECT pg_advisory_xact_lock(\(creationLock))", logger: PostgresSQL.silent)
+            for statement in createStatements {
+                try await connection.run(PostgresQuery(unsafeSQL: statement), logger: PostgresSQL.silent)
+            }
+            // Another host may have created it while this one waited for the lock.
+            if let header = try await readHeader(on: connection, vault: vault) { return (header, nil) }
+            let (header, sealing) = try newHeader(secret: secret, kdf: options.kdf, vault: vault)
+            try await insert(header, on: connection)
+            return (header, sealing)
+        }
+    }
+
+    static func newHeader(
+        secret: RowSealingSecret, kdf: EncryptedFileStore.KDFParameters, vault: String
+    ) throws -> (Header, PostgresStore.Sealing) {
+        let passphrase = secret.isPassphrase
+        let salt = RowSealingKeys.randomBytes(RowSealingKeys.saltBytes)
+        let ops = passphrase ? kdf.opsLimit : 0
+        let mem = passphrase ? kdf.memoryLimit : 0
+        let keys = try RowSealingKeys(
+            secret: secret, passphraseVault: passphrase, salt: salt, opsLimit: ops, memLimit: mem, vaultName: vault)
+        var header = Header(
+            schemaVersion: currentVersion, passphrase: passphrase, opsLimit: Int64(ops), memLimit: Int64(mem), salt: salt,
+            vaultID: RowSealingKeys.randomBytes(16), keyCheck: keys.keyCheck(salt: salt), mac: [])
+        header.mac = keys.headerMAC(header.macInput())
+        return (header, PostgresStore.Sealing(keys: keys, vaultID: header.vaultID))
+    }
+
+    static func insert(_ header: Header, on connection: PostgresConnection) async throws {
+        try await connection.run(
+            """
+            INSERT INTO tokenvault_header (id, schema_version, key_kind, ops_limit, mem_limit, salt, vault_id, key_check, header_mac)
+            VALUES (1, \(header.schemaVersion), \(Int16(header.passphrase ? 2 : 1)), \(header.opsLimit), \(header.memLimit),
+                    \(Data(header.salt)), \(Data(header.vaultID)), \(Data(header.keyCheck)), \(Data(header.mac)))
+            """, logger: PostgresSQL.silent)
+    }
+
+    /// The header row, `nil` when the schema or the row does not exist yet.
+    /// - Throws: `unsupportedVersion` for a newer schema; `integrityFailure` for a malformed row.
+    static func readHeader(on connection: PostgresConnection, vault: String) async throws -> Header? {
+        let rows: PostgresRowSequence
+        do {
+            rows = try await connection.query(
+                """
+                SELECT schema_version, key_kind, ops_limit, mem_limit, salt, vault_id, key_check, header_mac
+                FROM tokenvault_header WHERE id = 1
+                """, logger: PostgresSQL.silent)
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42P01" {
+            return nil  // undefined_table: first use
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42703" {
+            // A column this version does not know: a schema from another version.
+            throw VaultError(
+                .unsupportedVersion, "The schema of \(vault) is not one this TokenVault knows (its header has other columns). Upgrade TokenVault.",
+                underlying: SendableDescription(PostgresSQL.describe(error)))
+        }
+        var header: Header?
+        for try await (version, kind, ops, mem, salt, vaultID, keyCheck, mac) in rows.decode(
+            (Int32, Int16, Int64, Int64, Data, Data, Data, Data).self)
+        {
+            guard version <= currentVersion else {
+                throw VaultError(
+                    .unsupportedVersion,
+                    "\(vault) uses schema version \(version); this TokenVault knows only version \(currentVersion). Upgrade TokenVault to open it.")
+            }
+            guard version == currentVersion, kind == 1 || kind == 2, salt.count == RowSealingKeys.saltBytes, vaultID.count == 16,
+                keyCheck.count == RowSealingKeys.hashBytes, mac.count == RowSealingKeys.hashBytes
+            else {
+                throw damaged(vault, "its header row is malformed")
+            }
+            header = Header(
+                schemaVersion: version, passphrase: kind == 2, opsLimit: ops, memLimit: mem, salt: Array(salt), vaultID: Array(vaultID),
+                keyCheck: Array(keyCheck), mac: Array(mac))
+        }
+        return header
+    }
+
+    /// The keys for an existing header: the key check first (a wrong key is
+    /// `authenticationFailed`), then the header MAC (a right key and an altered header is `integrityFailure`).
+    static func unlock(
+        _ read: (Header, PostgresStore.Sealing?), secret: RowSealingSecret, options: PostgresStore.Options, vault: String
+    ) throws -> PostgresStore.Sealing {
+        let (header, made) = read
+        if let made { return made }
+        if header.passphrase {
+            guard header.opsLimit >= 0, header.memLimit >= 0 else { throw damaged(vault, "its Argon2id parameters are negative") }
+            guard UInt64(header.memLimit) <= options.maximumKDFMemoryLimit, UInt64(header.opsLimit) <= options.maximumKDFOpsLimit else {
+                throw VaultError(
+                    .invalidInput,
+                    "\(vault) asks Argon2id for \(header.memLimit / 1024) KiB and \(header.opsLimit) passes, more than this process allows (\(options.maximumKDFMemoryLimit / 1024) KiB, \(options.maximumKDFOpsLimit) passes).")
+            }
+        } else if header.opsLimit != 0 || header.memLimit != 0 {
+            throw damaged(vault, "its key parameters are invalid")
+        }
+        let keys = try RowSealingKeys(
+            secret: secret, passphraseVault: header.passphrase, salt: header.salt, opsLimit: UInt64(header.opsLimit),
+            memLimit: UInt64(header.memLimit), vaultName: vault)
+        guard RowSealingKeys.constantTimeEqual(keys.keyCheck(salt: header.salt), header.keyCheck) else {
+            throw VaultError(.authenticationFailed, "The \(header.passphrase ? "passphrase" : "key") is wrong for \(vault).")
+        }
+        guard RowSealingKeys.constantTimeEqual(keys.headerMAC(header.macInput()), header.mac) else {
+            throw damaged(vault, "its header row was altered")
+        }
+        return PostgresStore.Sealing(keys: keys, vaultID: header.vaultID)
+    }
+
+    static func damaged(_ vault: String, _ detail: String) -> VaultError {
+        VaultError(.integrityFailure, "\(vault) is damaged or was tampered with: \(detail). Restore it from a backup.")
+    }
+}

@@ -1,0 +1,87 @@
+// Owns: the status of the database vault and the rekey of every row in one transaction.
+public import TokenVault
+import Foundation
+import PostgresNIO
+import Synchronization
+
+extension PostgresStore {
+    /// What `vault status` shows about the database.
+    public struct Status: Sendable {
+        /// The server's version, such as `15.18 (Debian 15.18-0+deb12u1)`.
+        public var serverVersion: String
+        /// The TLS version and cipher of this connection, or `nil` without TLS.
+        public var tls: String?
+        /// The schema version of the vault.
+        public var schemaVersion: Int
+        /// How many entries the vault holds.
+        public var entries: Int
+    }
+
+    /// Asks the server its version, this connection's TLS, the schema version and the entry count.
+    public func status() async throws -> Status {
+        let sealing = current
+        return try await bounded("read the status") { connection in
+            let rows = try await connection.query(
+                """
+                SELECT current_setting('server_version'),
+                       (SELECT CASE WHEN ssl THEN version || ' ' || cipher END FROM pg_stat_ssl WHERE pid = pg_backend_pid()),
+                       h.schema_version, h.vault_id, (SELECT count(*) FROM tokenvault_entries)
+                FROM tokenvault_header h WHERE h.id = 1
+                """, logger: PostgresSQL.silent)
+            var status: Status?
+            for try await (version, tls, schema, vaultID, count) in rows.decode((String, String?, Int32, Data, Int64).self) {
+                try self.checkVaultID(vaultID, sealing)
+                status = Status(serverVersion: version, tls: tls, schemaVersion: Int(schema), entries: Int(count))
+            }
+            guard let status else { throw self.headerMissing() }
+            return status
+        }
+    }
+
+    /// Changes the key or passphrase: in one transaction, with both tables locked against
+    /// writers, every row is opened with the old keys and sealed again under the new ones (new
+    /// salt, new vault id, new row hashes), and the header row is replaced. Other processes that
+    /// have the vault open get `authenticationFailed` on their next call and must open it again.
+    ///
+    /// - Parameter kdf: the Argon2id cost for a passphrase; `nil` means ``Options/kdf``.
+    /// - Returns: how many entries were sealed again.
+    @discardableResult
+    public func rekey(to newSource: VaultConfiguration.KeySource, kdf: EncryptedFileStore.KDFParameters? = nil) async throws -> Int {
+        let secret = try RowSealingSecret.load(newSource, allowInsecurePermissions: options.allowInsecurePermissions)
+        try secret.checkNewPassphrase()
+        let newSealing = try PostgresSchema.newHeader(secret: secret, kdf: kdf ?? options.kdf, vault: vaultName)
+        let old = current
+        let count = try await bounded("rekey the vault") { connection in
+            try await PostgresSQL.transaction(on: connection) {
+                try await connection.run(
+                    "LOCK TABLE tokenvault_header, tokenvault_entries IN EXCLUSIVE MODE", logger: PostgresSQL.silent)
+                try await self.checkHeader(on: connection, old)
+                let rows = try await connection.query(
+                    "SELECT row_hash, version, sealed FROM tokenvault_entries", logger: PostgresSQL.silent)
+                var resealed: [(rowHash: [UInt8], serviceHash: [UInt8], version: Int64, sealed: [UInt8])] = []
+                for try await (rowHash, version, sealed) in rows.decode((Data, Int64, Data).self) {
+                    let (key, secret) = try self.openRow(Array(sealed), rowHash: Array(rowHash), version: version, sealing: old)
+                    let newRowHash = newSealing.1.keys.rowHash(key)
+                    let newVersion = version + 1
+                    let newSealed = try newSealing.1.keys.seal(
+                        key, secret: secret,
+                        associatedData: Self.associatedData(vaultID: newSealing.1.vaultID, rowHash: newRowHash, version: newVersion))
+                    resealed.append((newRowHash, newSealing.1.keys.serviceHash(key.service), newVersion, newSealed))
+                }
+                try await connection.run("DELETE FROM tokenvault_entries", logger: PostgresSQL.silent)
+                for row in resealed {
+                    try await connection.run(
+                        """
+                        INSERT INTO tokenvault_entries (row_hash, service_hash, version, sealed)
+                        VALUES (\(Data(row.rowHash)), \(Data(row.serviceHash)), \(row.version), \(Data(row.sealed)))
+                        """, logger: PostgresSQL.silent)
+                }
+                try await connection.run("DELETE FROM tokenvault_header", logger: PostgresSQL.silent)
+                try await PostgresSchema.insert(newSealing.0, on: connection)
+                return resealed.count
+            }
+        }
+        sealing.withLock { $0 = newSealing.1 }
+        return count
+    }
+}

@@ -1,0 +1,340 @@
+// Owns: the public PostgreSQL store: the CredentialStore API over sealed rows.
+public import Foundation
+public import Logging
+public import TokenVault
+import PostgresNIO
+import Synchronization
+
+/// A ``CredentialStore`` in a PostgreSQL database, for a fleet of hosts that share one vault
+/// without trusting the database with a secret.
+///
+/// - **Sealed on the client.** Each entry is one row holding the file vault's record (service,
+///   account and secret) sealed with XChaCha20-Poly1305 under the vault's record subkey. The
+///   associated data is `"TVP1" ‖ vault id ‖ row hash ‖ row version`, so a ciphertext moved to
+///   another row, swapped with another row's or replayed under another version fails as an
+///   `integrityFailure`.
+/// - **No names in clear.** Rows are found by a keyed BLAKE2b hash of (service, account) and
+///   listed by a keyed hash of the service; the names are inside the ciphertext.
+/// - **Keys.** A 32-byte key file, or a passphrase stretched with Argon2id whose parameters and
+///   salt live in the header row with a key-check value: a wrong key is `authenticationFailed`,
+///   a damaged header `integrityFailure`.
+/// - **Schema.** Created on first use (`tokenvault_header`, `tokenvault_entries`) and
+///   versioned; a newer schema is refused with `unsupportedVersion`.
+/// - **Connections.** A pool (postgres-nio's `PostgresClient`). Every call is bounded by
+///   ``Options/operationTimeout``: an unreachable server is `backendUnavailable`, never a hang. A
+///   call that meets a dropped connection (a server restart, `pg_terminate_backend`) retries
+///   on a new one within that bound.
+/// - **Refresh across hosts.** ``Vault/freshToken(for:leeway:timeout:refresh:)`` on this store
+///   takes `pg_advisory_xact_lock` on the entry's row hash in a transaction, reads the entry
+///   again, refreshes only if it is still stale, writes and commits. A host that dies releases
+///   the lock with its connection.
+///
+/// Close the store with ``close()`` when done with it; the `vault` command's process just exits.
+public final class PostgresStore: CredentialStore, Sendable {
+    /// How the store connects and what it accepts.
+    public struct Options: Sendable {
+        /// The longest one call may take, connecting and reconnecting included. Default 10 s.
+        public var operationTimeout: Duration
+        /// The longest one connection attempt may take. Default 5 s.
+        public var connectTimeout: Duration
+        /// The Argon2id cost when a passphrase vault is created or rekeyed.
+        public var kdf: EncryptedFileStore.KDFParameters
+        /// The most memory / passes an existing vault's header may ask Argon2id for.
+        public var maximumKDFMemoryLimit: UInt64
+        public var maximumKDFOpsLimit: UInt64
+        /// Accept a key, passphrase or password file that group or others can read.
+        public var allowInsecurePermissions: Bool
+        /// Create the schema and the vault's header row when they are missing. On by default.
+        public var createIfMissing: Bool
+
+        public init(
+            operationTimeout: Duration = .seconds(10),
+            connectTimeout: Duration = .seconds(5),
+            kdf: EncryptedFileStore.KDFParameters = .moderate,
+            maximumKDFMemoryLimit: UInt64 = 1 << 30,
+            maximumKDFOpsLimit: UInt64 = 32,
+            allowInsecurePermissions: Bool = false,
+            createIfMissing: Bool = true
+        ) {
+            self.operationTimeout = operationTimeout
+            self.connectTimeout = connectTimeout
+            self.kdf = kdf
+            self.maximumKDFMemoryLimit = maximumKDFMemoryLimit
+            self.maximumKDFOpsLimit = maximumKDFOpsLimit
+            self.allowInsecurePermissions = allowInsecurePermissions
+            self.createIfMissing = createIfMissing
+        }
+    }
+
+    /// The largest secret this backend stores (4 MiB, as the file vault).
+    public static let maximumSecretSize = RowSealingKeys.maximumSecretSize
+
+    public var backend: BackendKind { .custom("postgres") }
+
+    /// Where the vault is (no password).
+    public let configuration: Configuration
+    let options: Options
+    let client: PostgresClient
+    let logger: Logger
+    private let runner: Task<Void, Never>
+    /// The keys and the vault id; replaced by a rekey.
+    let sealing: Mutex<Sealing>
+
+    struct Sealing: Sendable {
+        var keys: RowSealingKeys
+        var vaultID: [UInt8]
+    }
+
+    init(configuration: Configuration, options: Options, client: PostgresClient, runner: Task<Void, Never>, sealing: Sealing, logger: Logger) {
+        self.configuration = configuration
+        self.options = options
+        self.client = client
+        self.runner = runner
+        self.sealing = Mutex(sealing)
+        self.logger = logger
+    }
+
+    deinit {
+        runner.cancel()
+    }
+
+    /// Opens the vault in the database `configuration` names, creating its schema and header row
+    /// on first use. The key or passphrase file is read here; a passphrase is stretched once.
+    ///
+    /// - Throws: ``VaultError`` with code `backendUnavailable` (unreachable, refused login, TLS
+    ///   failure), `timeout`, `authenticationFailed`
+    ///   (wrong key or passphrase), `integrityFailure` (a damaged header row), `notFound` (no vault
+    ///   in the database and `createIfMissing` off),
+    ///   `unsupportedVersion` (a newer schema), `keyFileMissing`, `insecurePermissions` or `invalidInput`.
+    public static func open(
+        _ configuration: Configuration,
+        keySource: VaultConfiguration.KeySource,
+        options: Options = Options(),
+        logger: Logger = Vault.noopLogger
+    ) async throws -> PostgresStore {
+        let secret = try RowSealingSecret.load(keySource, allowInsecurePermissions: options.allowInsecurePermissions)
+        let client = PostgresClient(configuration: try configuration.clientConfiguration(connectTimeout: options.connectTimeout))
+        let runner = Task { await client.run() }
+        do {
+            let sealing = try await PostgresSchema.openVault(
+                client: client, configuration: configuration, secret: secret, options: options, logger: logger)
+            return PostgresStore(
+                configuration: configuration, options: options, client: client, runner: runner, sealing: sealing, logger: logger)
+        } catch {
+            runner.cancel()
+            throw error
+        }
+    }
+
+    /// Closes the pool's connections. Calls after this fail with `backendUnavailable`.
+    public func close() {
+        runner.cancel()
+    }
+
+    var current: Sealing { sealing.withLock { $0 } }
+
+    /// The vault's name in messages.
+    var vaultName: String { "the PostgreSQL vault \(configuration)" }
+
+    // MARK: CredentialStore
+
+    public func load(_ key: CredentialKey) async throws -> Data? {
+        try await bounded("read \(key)") { connection in
+            try await self.load(key, on: connection)
+        }
+    }
+
+    public func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) async throws {
+        try Self.checkSize(secret, key)
+        try await bounded("save \(key)") { connection in
+            try await self.save(secret, for: key, on: connection)
+        }
+    }
+
+    /// Saves every entry in one transaction: all of them or none.
+    public func saveAll(_ entries: [(key: CredentialKey, secret: Data, contentType: SecretContentType)]) async throws {
+        guard !entries.isEmpty else { return }
+        for entry in entries { try Self.checkSize(entry.secret, entry.key) }
+        let items = entries.map { ($0.key, $0.secret) }
+        try await bounded("save \(entries.count) entries") { connection in
+            try await PostgresSQL.transaction(on: connection) {
+                for (key, secret) in items {
+                    try await self.save(secret, for: key, on: connection)
+                }
+            }
+        }
+    }
+
+    @discardableResult
+    public func delete(_ key: CredentialKey) async throws -> Bool {
+        try await bounded("delete \(key)") { connection in
+            try await self.delete(key, on: connection)
+        }
+    }
+
+    public func keys(service: String?) async throws -> [CredentialKey] {
+        try await bounded("list the entries") { connection in
+            try await self.keys(service: service, on: connection)
+        }
+    }
+
+    static func checkSize(_ secret: Data, _ key: CredentialKey) throws {
+        guard secret.count <= maximumSecretSize else {
+            throw VaultError(
+                .tooLarge,
+                "The secret for \(key) is \(secret.count) bytes; the PostgreSQL backend stores at most \(maximumSecretSize) bytes per entry.")
+        }
+    }
+
+    // MARK: Rows, on one connection (the pool's, or a refresh transaction's)
+
+    /// `"TVP1" ‖ vault id (16) ‖ row hash (32) ‖ version (u64 LE)`.
+    static func associatedData(vaultID: [UInt8], rowHash: [UInt8], version: Int64) -> [UInt8] {
+        var ad = Array("TVP1".utf8) + vaultID + rowHash
+        ad.appendLittleEndian(UInt64(bitPattern: version))
+        return ad
+    }
+
+    func load(_ key: CredentialKey, on connection: PostgresConnection) async throws -> Data? {
+        let sealing = current
+        let rowHash = sealing.keys.rowHash(key)
+        let rows = try await connection.query(
+            """
+            SELECT h.vault_id, e.version, e.sealed FROM tokenvault_header h
+            LEFT JOIN tokenvault_entries e ON e.row_hash = \(Data(rowHash)) WHERE h.id = 1
+            """, logger: logger)
+        var found: (Data, Int64?, Data?)?
+        for try await row in rows.decode((Data, Int64?, Data?).self) { found = row }
+        guard let found else { throw headerMissing() }
+        try checkVaultID(found.0, sealing)
+        guard let version = found.1, let sealed = found.2 else { return nil }
+        return try open(Array(sealed), key: key, rowHash: rowHash, version: version, sealing: sealing)
+    }
+
+    func open(_ sealed: [UInt8], key: CredentialKey, rowHash: [UInt8], version: Int64, sealing: Sealing) throws -> Data {
+        let (opened, secret) = try openRow(sealed, rowHash: rowHash, version: version, sealing: sealing, expected: key)
+        guard opened == key else { throw tampered(key) }
+        return secret
+    }
+
+    /// Opens a row: its key and secret, checked against the row's hash, version and vault.
+    func openRow(
+        _ sealed: [UInt8], rowHash: [UInt8], version: Int64, sealing: Sealing, expected: CredentialKey? = nil
+    ) throws -> (key: CredentialKey, secret: Data) {
+        let ad = Self.associatedData(vaultID: sealing.vaultID, rowHash: rowHash, version: version)
+        guard let opened = try sealing.keys.open(sealed, associatedData: ad),
+            RowSealingKeys.constantTimeEqual(sealing.keys.rowHash(opened.key), rowHash)
+        else { throw tampered(expected) }
+        return opened
+    }
+
+    func tampered(_ key: CredentialKey?) -> VaultError {
+        VaultError(
+            .integrityFailure,
+            "The row\(key.map { " for \($0)" } ?? "") in \(vaultName) is damaged or was tampered with: it does not authenticate for its place (vault, row and version). Restore it from a backup, or delete it and save it again.")
+    }
+
+    func save(_ secret: Data, for key: CredentialKey, on connection: PostgresConnection) async throws {
+        let sealing = current
+        let rowHash = sealing.keys.rowHash(key)
+        let serviceHash = sealing.keys.serviceHash(key.service)
+        // Versions rise with every write of a row: the time in microseconds, or one past the
+        // stored version when that is higher (another writer's clock, or a write this microsecond).
+        var version = Int64(Date().timeIntervalSince1970 * 1_000_000)
+        for _ in 0..<8 {
+            let sealed = try sealing.keys.seal(
+                key, secret: secret, associatedData: Self.associatedData(vaultID: sealing.vaultID, rowHash: rowHash, version: version))
+            let rows = try await connection.query(
+                """
+                INSERT INTO tokenvault_entries (row_hash, service_hash, version, sealed)
+                SELECT \(Data(rowHash)), \(Data(serviceHash)), \(version), \(Data(sealed))
+                FROM tokenvault_header WHERE id = 1 AND vault_id = \(Data(sealing.vaultID))
+                ON CONFLICT (row_hash) DO UPDATE SET service_hash = EXCLUDED.service_hash, version = EXCLUDED.version, sealed = EXCLUDED.sealed
+                WHERE tokenvault_entries.version < EXCLUDED.version
+                RETURNING version
+                """, logger: logger)
+            var written = false
+            for try await _ in rows { written = true }
+            if written { return }
+            // Nothing written: the vault was rekeyed, or the stored version is not lower.
+            let check = try await connection.query(
+                """
+                SELECT h.vault_id, e.version FROM tokenvault_header h
+                LEFT JOIN tokenvault_entries e ON e.row_hash = \(Data(rowHash)) WHERE h.id = 1
+                """, logger: logger)
+            var state: (Data, Int64?)?
+            for try await row in check.decode((Data, Int64?).self) { state = row }
+            guard let state else { throw headerMissing() }
+            try checkVaultID(state.0, sealing)
+            version = max(version, (state.1 ?? 0)) + 1
+        }
+        throw VaultError(.timeout, "Other writers kept replacing \(key) in \(vaultName); the save was given up after 8 tries.")
+    }
+
+    func delete(_ key: CredentialKey, on connection: PostgresConnection) async throws -> Bool {
+        let sealing = current
+        let rowHash = sealing.keys.rowHash(key)
+        let rows = try await connection.query(
+            """
+            DELETE FROM tokenvault_entries WHERE row_hash = \(Data(rowHash))
+            AND EXISTS (SELECT 1 FROM tokenvault_header WHERE id = 1 AND vault_id = \(Data(sealing.vaultID)))
+            RETURNING 1
+            """, logger: logger)
+        var deleted = false
+        for try await _ in rows { deleted = true }
+        if !deleted { try await checkHeader(on: connection, sealing) }
+        return deleted
+    }
+
+    func keys(service: String?, on connection: PostgresConnection) async throws -> [CredentialKey] {
+        let sealing = current
+        let serviceHash = service.map { Data(sealing.keys.serviceHash($0)) }
+        let rows = try await connection.query(
+            """
+            SELECT h.vault_id, e.row_hash, e.version, e.sealed FROM tokenvault_header h
+            LEFT JOIN tokenvault_entries e ON (\(serviceHash)::bytea IS NULL OR e.service_hash = \(serviceHash)::bytea)
+            WHERE h.id = 1
+            """, logger: logger)
+        var keys: [CredentialKey] = []
+        var sawHeader = false
+        for try await (vaultID, rowHash, version, sealed) in rows.decode((Data, Data?, Int64?, Data?).self) {
+            if !sawHeader {
+                try checkVaultID(vaultID, sealing)
+                sawHeader = true
+            }
+            guard let rowHash, let version, let sealed else { continue }
+            let key = try openRow(Array(sealed), rowHash: Array(rowHash), version: version, sealing: sealing).key
+            if let service, key.service != service {
+                throw VaultError(
+                    .integrityFailure, "A row listed under another service in \(vaultName) was tampered with (its service hash was changed).")
+            }
+            keys.append(key)
+        }
+        guard sawHeader else { throw headerMissing() }
+        return keys.sorted()
+    }
+
+    // MARK: The header's identity
+
+    func checkVaultID(_ stored: Data, _ sealing: Sealing) throws {
+        guard RowSealingKeys.constantTimeEqual(Array(stored), sealing.vaultID) else {
+            throw VaultError(
+                .authenticationFailed,
+                "\(vaultName) was rekeyed (or replaced) since this process opened it; open it again with its current key.")
+        }
+    }
+
+    func checkHeader(on connection: PostgresConnection, _ sealing: Sealing) async throws {
+        let rows = try await connection.query("SELECT vault_id FROM tokenvault_header WHERE id = 1", logger: logger)
+        var stored: Data?
+        for try await (vaultID) in rows.decode(Data.self) { stored = vaultID }
+        guard let stored else { throw headerMissing() }
+        try checkVaultID(stored, sealing)
+    }
+
+    func headerMissing() -> VaultError {
+        VaultError(
+            .integrityFailure,
+            "The header row of \(vaultName) is missing (tokenvault_header is empty): it was deleted. Restore it from a backup; without it no entry can be opened.")
+    }
+}

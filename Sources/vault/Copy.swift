@@ -1,0 +1,144 @@
+import ArgumentParser
+import Foundation
+import TokenVault
+import TokenVaultPostgres
+
+extension VaultCommand {
+    struct Copy: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Copy every entry from one backend to another, all or nothing; the source is left untouched.",
+            discussion: """
+                Reads every entry of --from (all must read), refuses entries that the \
+                destination already holds with another value (unless --overwrite), writes the \
+                rest in one batch (one transaction for postgres, one fsync for the file), reads \
+                each back and compares. If anything fails, what was written is undone and the \
+                destination is as it was. Entries the destination already holds with the same \
+                value are left alone, so a second run changes nothing.
+
+                The file vault is the global --file, sealed with the global key; the postgres \
+                vault is TOKEN_VAULT_DATABASE_URL, sealed with the global key unless \
+                --to-key-file or --to-passphrase-file gives the destination its own.
+                """
+        )
+
+        enum Side: String, CaseIterable, ExpressibleByArgument {
+            case secretService = "secret-service"
+            case file
+            case postgres
+        }
+
+        @OptionGroup var global: GlobalOptions
+
+        @Option(help: ArgumentHelp("The backend to copy from.", valueName: "backend"))
+        var from: Side
+
+        @Option(help: ArgumentHelp("The backend to copy to.", valueName: "backend"))
+        var to: Side
+
+        @Option(help: ArgumentHelp("A file holding the destination's 32-byte key, if it differs from the global key.", valueName: "path"),
+            completion: .file())
+        var toKeyFile: String?
+
+        @Option(help: ArgumentHelp("A file holding the destination's passphrase, if it differs from the global key.", valueName: "path"),
+            completion: .file())
+        var toPassphraseFile: String?
+
+        @Flag(help: "Replace entries the destination holds with other values.")
+        var overwrite = false
+
+        func validate() throws {
+            guard from != to else { throw ValidationError("--from and --to name the same backend (\(from.rawValue)); nothing to copy.") }
+            if toKeyFile != nil && toPassphraseFile != nil {
+                throw ValidationError("Give --to-key-file or --to-passphrase-file, not both.")
+            }
+            try global.validateConfiguration()
+        }
+
+        func run() async throws {
+            let source = try await open(from, creating: false, keySource: nil)
+            let override: VaultConfiguration.KeySource? =
+                toKeyFile.map { .keyFile($0) } ?? toPassphraseFile.map { .passphraseFile($0) }
+            // 1. Validate: every entry of the source reads.
+            var entries: [(key: CredentialKey, secret: Data)] = []
+            for key in try await source.keys() {
+                guard let secret = try await source.secret(for: key) else {
+                    throw VaultError(.notFound, "The entry \(key) vanished from the \(from.rawValue) backend while it was read; nothing was copied.")
+                }
+                entries.append((key, secret))
+            }
+            let destination = try await open(to, creating: true, keySource: override)
+            // 2. Collisions: equal values are already copied; other values need --overwrite.
+            var toWrite: [(key: CredentialKey, secret: Data, previous: Data?)] = []
+            var same = 0
+            var conflicts: [CredentialKey] = []
+            for entry in entries {
+                let existing = try await destination.secret(for: entry.key)
+                if existing == entry.secret {
+                    same += 1
+                } else {
+                    if existing != nil && !overwrite { conflicts.append(entry.key) }
+                    toWrite.append((entry.key, entry.secret, existing))
+                }
+            }
+            guard conflicts.isEmpty else {
+                let shown = conflicts.prefix(5).map(\.description).joined(separator: ", ")
+                throw VaultError(
+                    .alreadyExists,
+                    "The \(to.rawValue) backend already holds \(conflicts.count) of these entries with other values (\(shown)\(conflicts.count > 5 ? ", …" : "")); nothing was copied. Give --overwrite to replace them.")
+            }
+            // 3. Write, 4. read back and compare; undo on any failure.
+            do {
+                try await destination.store.saveAll(
+                    toWrite.map { (key: $0.key, secret: $0.secret, contentType: Self.contentType(of: $0.secret)) })
+                for entry in toWrite {
+                    guard try await destination.secret(for: entry.key) == entry.secret else {
+                        throw VaultError(.integrityFailure, "The entry \(entry.key) read back from the \(to.rawValue) backend differs from what was written.")
+                    }
+                }
+            } catch {
+                await undo(toWrite, in: destination)
+                throw error
+            }
+            try Output.note(
+                "Copied \(toWrite.count) \(toWrite.count == 1 ? "entry" : "entries") from \(from.rawValue) to \(to.rawValue)"
+                    + (same > 0 ? "; \(same) already there with the same value" : "") + ". The source is unchanged.")
+        }
+
+        /// Puts back what the destination held before (or removes what it did not hold).
+        private func undo(_ written: [(key: CredentialKey, secret: Data, previous: Data?)], in destination: Vault) async {
+            for entry in written {
+                do {
+                    if let previous = entry.previous {
+                        try await destination.store.save(previous, for: entry.key, contentType: Self.contentType(of: previous))
+                    } else {
+                        try await destination.deleteSecret(for: entry.key)
+                    }
+                } catch {
+                    do {
+                        try Output.warning("Could not undo the copy of \(entry.key) in the \(to.rawValue) backend: \((error as? VaultError)?.message ?? "\(type(of: error))").")
+                    } catch {}
+                }
+            }
+        }
+
+        private static func contentType(of secret: Data) -> SecretContentType {
+            (try? JSONSerialization.jsonObject(with: secret)) is [String: Any] ? .json : .binary
+        }
+
+        private func open(_ side: Side, creating: Bool, keySource: VaultConfiguration.KeySource?) async throws -> Vault {
+            switch side {
+            case .postgres:
+                return try await global.openPostgres(createIfMissing: creating, keySource: keySource).vault
+            case .file, .secretService:
+                var configuration = try global.configuration()
+                configuration.backend = side == .file ? .file : .secretService
+                configuration.createIfMissing = creating
+                if let keySource { configuration.keySource = keySource }
+                if side == .file && !creating && !FileManager.default.fileExists(atPath: configuration.resolvedFilePath) {
+                    throw VaultError(.notFound, "There is no vault file at \(configuration.resolvedFilePath) to copy from.")
+                }
+                return try await Vault.open(configuration)
+            }
+        }
+    }
+}

@@ -1,0 +1,132 @@
+import Foundation
+import Testing
+@testable import TokenVaultTestSupport
+import TokenVault
+import TokenVaultPostgres
+import Synchronization
+
+extension PostgresTests {
+    /// Connections: TLS modes, an unreachable server, restarts, terminated backends.
+    @Suite struct Connections {
+        @Test(arguments: ["verify-full", "verify-ca", "require", "disable"])
+        func everyAcceptedSSLModeConnects(_ mode: String) async throws {
+            let postgres = try TestPostgres.require()
+            let dir = try TemporaryDirectory()
+            let store = try await PostgresStore.open(
+                try postgres.configuration(try postgres.freshDatabase(), sslmode: mode), keySource: .keyFile(try dir.keyFile()),
+                options: TestPostgres.testOptions)
+            defer { store.close() }
+            let status = try await store.status()
+            #expect((status.tls != nil) == (mode != "disable"), "\(mode): \(status.tls ?? "no TLS")")
+        }
+
+        @Test func verifyFullRefusesACertificateForAnotherName() async throws {
+            let postgres = try TestPostgres.require()
+            let dir = try TemporaryDirectory()
+            // The server's certificate names 127.0.0.1, ::1 and localhost; reach it by another name.
+            let url = postgres.url(try postgres.freshDatabase(), host: "127.0.0.2")
+            let configuration = try PostgresStore.Configuration(url: url, passwordFile: postgres.passwordFile)
+            do {
+                _ = try await PostgresStore.open(configuration, keySource: .keyFile(try dir.keyFile()), options: TestPostgres.testOptions)
+                Issue.record("connected to a server whose certificate names another host")
+            } catch let error as VaultError {
+                #expect(error.code == .backendUnavailable, "\(error.message)")
+            }
+        }
+
+        @Test func sslmodeDisableIsOnlyForLoopbackAndPasswordsStayOutOfMessages() throws {
+            #expect(throws: VaultError.self) { try PostgresStore.Configuration(url: "postgres://u@db.example.com/x?sslmode=disable") }
+            #expect(throws: VaultError.self) { try PostgresStore.Configuration(url: "postgres://u@127.0.0.1/x?sslmode=prefer") }
+            let local = try PostgresStore.Configuration(url: "postgres://u:pw-in-url@[::1]:6000/x?sslmode=disable")
+            #expect(local.tlsMode == .disable)
+            #expect(!"\(local)".contains("pw-in-url"))
+            let socket = try PostgresStore.Configuration(url: "postgres://u@/x?host=/run/postgresql")
+            #expect(socket.socketDirectory == "/run/postgresql" && socket.tlsMode == .disable)
+            #expect(try PostgresStore.Configuration(url: "postgres://u@db.example.com/x").tlsMode == .verifyFull)
+        }
+
+        @Test func anUnreachableServerIsUnavailableWithinTheBound() async throws {
+            let postgres = try TestPostgres.require()
+            let dir = try TemporaryDirectory()
+            // A port nobody listens on (the kernel's pick, closed again), and a black-holed address.
+            for url in ["postgres://u@127.0.0.1:9/x?sslmode=disable", "postgres://u@192.0.2.1:5432/x?sslmode=require"] {
+                let clock = ContinuousClock()
+                let start = clock.now
+                do {
+                    _ = try await PostgresStore.open(
+                        try PostgresStore.Configuration(url: url), keySource: .keyFile(try dir.keyFile()),
+                        options: PostgresStore.Options(operationTimeout: .seconds(3), connectTimeout: .seconds(1)))
+                    Issue.record("opened \(url)")
+                } catch let error as VaultError {
+                    #expect(error.code == .backendUnavailable, "\(url): \(error.message)")
+                }
+                #expect(clock.now - start < .seconds(6), "\(url) took \(clock.now - start)")
+            }
+            _ = postgres
+        }
+
+        @Test func aRestartBetweenCallsAndDuringCallsLosesNothingAcknowledged() async throws {
+            let postgres = try TestPostgres.require()
+            let dir = try TemporaryDirectory()
+            let store = try await postgres.open(try postgres.freshDatabase(), keySource: .keyFile(try dir.keyFile()))
+            defer { store.close() }
+            let first = try CredentialKey(service: "restart", account: "before")
+            try await store.save(Data("before".utf8), for: first)
+
+            // Between calls: every pooled connection dies; the next call reconnects.
+            try postgres.control("restart", ["immediate"])
+            #expect(try await store.load(first) == Data("before".utf8))
+
+            // During calls: writers keep saving while the server restarts under them. Every save
+            // that returned is there afterwards; a save that failed says so with a VaultError.
+            let acknowledged = Acknowledged()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<4 {
+                    group.addTask {
+                        for index in 0..<40 {
+                            let number = writer * 1000 + index
+                            do {
+                                try await store.save(Data("value-\(number)".utf8), for: CredentialKey(service: "restart", account: "n\(number)"))
+                                acknowledged.numbers.withLock { $0.append(number) }
+                            } catch let error as VaultError {
+                                #expect(error.code == .backendUnavailable, "\(error.message)")
+                            }
+                        }
+                    }
+                }
+                group.addTask {
+                    try await Task.sleep(for: .milliseconds(150))
+                    try postgres.control("restart", ["immediate"])
+                }
+                try await group.waitForAll()
+            }
+            let saved = acknowledged.numbers.withLock { $0 }
+            #expect(saved.count > 0)
+            for number in saved {
+                #expect(try await store.load(CredentialKey(service: "restart", account: "n\(number)")) == Data("value-\(number)".utf8))
+            }
+        }
+
+        @Test func aTerminatedBackendIsSurvivedByTheNextCall() async throws {
+            let postgres = try TestPostgres.require()
+            let dir = try TemporaryDirectory()
+            let database = try postgres.freshDatabase()
+            let store = try await postgres.open(database, keySource: .keyFile(try dir.keyFile()))
+            defer { store.close() }
+            let key = try CredentialKey(service: "terminate", account: "a")
+            try await store.save(Data("kept".utf8), for: key)
+            let ended = try postgres.sql(
+                database, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            #expect(Int(ended) ?? 0 >= 1, "the store's pooled connection was ended")
+            #expect(try await store.load(key) == Data("kept".utf8))
+            try await store.save(Data("kept-2".utf8), for: key)
+            #expect(try await store.load(key) == Data("kept-2".utf8))
+        }
+    }
+}
+
+
+/// The saves that returned, from several tasks.
+final class Acknowledged: Sendable {
+    let numbers = Mutex<[Int]>([])
+}
