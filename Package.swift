@@ -119,10 +119,9 @@ package.targets += [
     // The example OAuth client (Examples/oauth-example), run by the integration tests. Not a product.
     .executableTarget(
         name: "oauth-example",
-        dependencies: [
-            "TokenVault",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ],
+        // No ArgumentParser: `swift package generate-manual` documents every executable that
+        // depends on it, and the manual is for the products only.
+        dependencies: ["TokenVault"],
         path: "Examples/oauth-example"
     ),
 
