@@ -65,7 +65,11 @@ import Testing
             let elapsed = clock.now - start
             #expect(set.status == 0, "round \(round): \(set)")
             #expect(elapsed < .seconds(5), "round \(round) took \(elapsed)")
-            #expect(try vault(sandbox, ["get", service, "octocat", "--backend", "secret-service"]).stdout == "gho_round\(round)\n")
+            // The whole result on failure: a KWallet run failed here once (CI, 2026-11-23) and
+            // did not show whether the get failed or read an older value.
+            let get = try vault(sandbox, ["get", service, "octocat", "--backend", "secret-service"])
+            let read = get.stdout == "gho_round\(round - 1)\n" ? "the previous round's value" : "\(get.stdout.utf8.count) bytes"
+            #expect(get.status == 0 && get.stdout == "gho_round\(round)\n", "round \(round): \(get); stdout: \(read)")
         }
         let list = try vault(sandbox, ["list", service, "--json", "--backend", "secret-service"])
         #expect((list.json as? [[String: Any]])?.count == 1, "\(list)")
