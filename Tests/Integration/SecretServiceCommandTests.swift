@@ -108,7 +108,8 @@ import Testing
         #expect(try vault(sandbox, ["set", service, "octocat", "--backend", "secret-service"], stdin: response).status == 0)
         let future = #"{"v":2,"access_token":"gho_future","token_type":"bearer","issued_at":1900000000}"#
         // kwalletd5 5.103 now and then drops secret-tool's new session right after another client
-        // closed its own ("Can't find session …"; Backends.md): that attempt is repeated, twice at most.
+        // closed its own ("Can't find session …"; Backends.md), and refuses one libsecret key in 256
+        // ("Client public key size is invalid"): that attempt is repeated, twice at most.
         var status: Int32 = -1
         var errors = ""
         for _ in 0..<3 {
@@ -127,7 +128,7 @@ import Testing
             errors = String(decoding: errorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             process.waitUntilExit()
             status = process.terminationStatus
-            if status == 0 || !errors.contains("Can't find session") { break }
+            if status == 0 || !(errors.contains("Can't find session") || errors.contains("Client public key size is invalid")) { break }
         }
         try #require(status == 0, "secret-tool store failed: \(errors)")
 

@@ -81,12 +81,25 @@ extension SecretServiceStore.Connection {
     func readValue(_ path: String, _ cancellable: UnsafeMutablePointer<GCancellable>, action: String) throws -> OpaquePointer {
         var error: UnsafeMutablePointer<GError>?
         guard let value = secret_service_get_secret_for_dbus_path_sync(service, path, cancellable, &error) else {
-            guard error != nil else {
-                throw VaultError(.locked, "The Secret Service item became locked while \(action).")
-            }
+            guard error != nil else { throw try noSecretWithoutError(cancellable, action: action) }
             throw GLibError.take(error, while: action)
         }
         return value
+    }
+
+    /// GetSecrets answered no secret and no error for an item that a search had just listed as
+    /// unlocked. Either the collection was locked in between (`locked`), or the provider dropped
+    /// this connection's transfer session, as kwalletd5 5.103 now and then does while other
+    /// clients open and close theirs (it then answers every GetSecrets of the session with
+    /// nothing). The second marks the connection stale and is `io`, so the store's `call` runs the
+    /// operation once more on a new connection with a new session.
+    func noSecretWithoutError(_ cancellable: UnsafeMutablePointer<GCancellable>, action: String) throws -> VaultError {
+        if try lockedDefaultCollection(cancellable, action: action) != nil {
+            return VaultError(.locked, "The Secret Service item became locked while \(action).")
+        }
+        sessionLost = true
+        return VaultError(
+            .io, "The Secret Service answered no secret for an unlocked item while \(action), as a provider does whose transfer session is gone.")
     }
 
     static func schema(of item: UnsafeMutablePointer<SecretItem>) -> String? {

@@ -38,6 +38,9 @@ extension SecretServiceStore {
         private let owner: String?
         /// The default collection's object path, once read; read again when it stops answering.
         var defaultCollectionCache: String?
+        /// Set when the provider answered as if it had dropped this connection's transfer session
+        /// (see ``noSecretWithoutError(_:action:)``): the connection is then stale.
+        var sessionLost = false
 
         /// The default collection, through its alias path, as CreateItem accepts it.
         static let defaultCollection = "/org/freedesktop/secrets/aliases/default"
@@ -89,7 +92,7 @@ extension SecretServiceStore {
         /// Secret Service name, so the transfer session belongs to a provider that is gone. Reads
         /// local state only; signals must have been dispatched on this thread first.
         var isStale: Bool {
-            if g_dbus_connection_is_closed(connection) != 0 { return true }
+            if sessionLost || g_dbus_connection_is_closed(connection) != 0 { return true }
             return Self.nameOwner(service) != owner
         }
 
@@ -118,7 +121,11 @@ extension SecretServiceStore {
                     defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
                     return .value(Self.copy(value))
                 }
-                guard error != nil else { return .locked([path]) }
+                guard error != nil else {
+                    let failure = try noSecretWithoutError(cancellable, action: action)
+                    if failure.code == .locked { return .locked([path]) }
+                    throw failure
+                }
                 let failure = GLibError.take(error, while: action)
                 switch failure.code {
                 case .notFound: continue

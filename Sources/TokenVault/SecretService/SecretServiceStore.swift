@@ -248,7 +248,14 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
                 let connection = try Self.current(link, cancellable.pointer, logger: logger)
                 do {
                     return try body(connection, cancellable.pointer)
-                } catch let error as VaultError where [.backendUnavailable, .io, .notFound].contains(error.code) {
+                } catch let error as VaultError {
+                    // kwalletd5 5.103 now and then drops a client's transfer session while other
+                    // clients open and close theirs, and then answers "Can't find session …":
+                    // a new connection opens a new session (Backends.md).
+                    if error.message.contains("Can't find session") { connection.sessionLost = true }
+                    guard [.backendUnavailable, .io, .notFound].contains(error.code) || connection.sessionLost else {
+                        throw error
+                    }
                     GLibWorker.dispatchPendingSignals()
                     guard connection.isStale else { throw error }
                 }

@@ -15,10 +15,14 @@ import Testing
     /// kwalletd5 5.103 now and then drops a client's fresh session while other clients open and
     /// close theirs (secret-tool then says "Can't find session …" and may leave an item with a
     /// garbled secret). That is secret-tool's session with KWallet, not TokenVault's reading, so a
-    /// run that failed that way is retried with a new secret-tool process, up to twice.
+    /// run that failed that way is retried with a new secret-tool process, up to twice. So is one
+    /// that kwalletd5 refused with "Client public key size is invalid": libsecret sends its
+    /// Diffie-Hellman key without leading zero bytes and kwalletd5 wants 128 of them, one session
+    /// in 256 (TokenVault's store draws a new key itself; secret-tool cannot).
     private func secretTool(_ arguments: [String], input: Data? = nil) throws -> (status: Int32, output: String) {
         var result = try secretToolOnce(arguments, input: input)
-        for _ in 0..<2 where result.status != 0 && result.output.contains("Can't find session") {
+        for _ in 0..<2 where result.status != 0
+            && (result.output.contains("Can't find session") || result.output.contains("Client public key size is invalid")) {
             result = try secretToolOnce(arguments, input: input)
         }
         return result
