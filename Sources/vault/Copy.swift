@@ -6,6 +6,7 @@ import TokenVaultPostgres
 extension VaultCommand {
     struct Copy: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "copy",
             abstract: "Copy every entry from one backend to another, all or nothing; the source is left untouched.",
             discussion: """
                 Reads every entry of --from (all must read), refuses entries that the \

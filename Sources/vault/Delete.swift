@@ -3,7 +3,9 @@ import TokenVault
 
 extension VaultCommand {
     struct Delete: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove a stored entry.")
+        static let configuration = CommandConfiguration(
+            commandName: "delete",
+            abstract: "Remove a stored entry.")
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var entry: EntryArguments

@@ -5,6 +5,7 @@ import TokenVault
 extension VaultCommand {
     struct Get: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "get",
             abstract: "Print a stored access token.",
             discussion: """
                 Prints the access token alone, so that this works:

@@ -5,6 +5,7 @@ import TokenVault
 extension VaultCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "list",
             abstract: "List the stored entries: service, account and expiry, never a secret.",
             discussion: """
                 The REFRESH column says whether the vault refreshes the token by itself (auto: it \

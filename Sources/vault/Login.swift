@@ -5,6 +5,7 @@ import TokenVault
 extension VaultCommand {
     struct Login: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "login",
             abstract: "Log in with OAuth and store the token with how to refresh it.",
             discussion: """
                 With --device-url, runs the device authorization grant (RFC 8628): prints the user \

@@ -5,6 +5,7 @@ import TokenVault
 extension VaultCommand {
     struct Migrate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "migrate",
             abstract: "Move OAuth tokens out of a plain UserDefaults plist into the vault.",
             discussion: """
                 Finds token values in the plist (string keys such as accessToken and refreshToken, \

@@ -11,6 +11,7 @@ import TokenVault
 extension VaultCommand {
     struct Refresh: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "refresh",
             abstract: "Refresh a stored token now, with the refresh description stored with it.",
             discussion: """
                 The entry must have been stored with --token-url and --client-id (vault set or vault \

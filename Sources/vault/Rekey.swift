@@ -12,6 +12,7 @@ import TokenVaultPostgres
 extension VaultCommand {
     struct Rekey: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "rekey",
             abstract: "Change the key or passphrase of an encrypted file vault or a PostgreSQL vault.",
             discussion: """
                 Opens the vault with the current key (the global --key-file or \

@@ -6,6 +6,7 @@ import TokenVaultPostgres
 extension VaultCommand {
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "status",
             abstract: "Say which backend the vault uses and why, what the Secret Service probe found, and how many entries there are.",
             discussion: """
                 It also counts the tokens the vault refreshes by itself, and those that need a new \
