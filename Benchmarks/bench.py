@@ -156,6 +156,8 @@ class Bench:
         vault = self.path("scale-%d-r%d.vault" % (n, run))
         fill = self.tv("scale-fill", "--file", vault, "--key-file", self.key_file, "--n", str(n),
                        "--batch", str(self.config["scale_batch"]), "--template", TEMPLATE)
+        # The crypto floor of the open below (issue 17), on the same file before its sets.
+        floor = self.tv("decrypt-floor", "--file", vault, "--key-file", self.key_file)
         measure = self.tv("scale-measure", "--file", vault, "--key-file", self.key_file, "--n", str(n),
                           "--gets", str(self.config["scale_gets"]), "--sets", str(self.config["scale_sets"]),
                           "--template", TEMPLATE)
@@ -163,6 +165,7 @@ class Bench:
             if os.path.exists(leftover):
                 os.remove(leftover)
         measure["fill"] = fill
+        measure["decrypt_floor"] = floor
         return measure
 
     def multi_process(self, writers, run):
@@ -548,14 +551,31 @@ class Report:
             self.goal("#17", "Secret Service W1 %ss ≥ %g× secretstorage (one connection)" % (phase, factor), fmt_ratio(value),
                       None if value is None else value >= factor,
                       "%s vs %s ops/s" % (fmt_rate(tv[0]) if tv else "–", fmt_rate(peer[0]) if peer else "–"))
+        if 100000 not in ns:
+            self.goal("#17", "file, N=100,000: RSS added by open ≤ 1.0× the file's size", "–", None,
+                      "N=100,000 is not run in --quick mode")
         if 100000 in ns:
             added = self.scale(100000, lambda r: (r["rss_after_open_kib"] - r["rss_before_open_kib"]) * 1024 / r["file_bytes"])
             self.goal("#17", "file, N=100,000: RSS added by open ≤ 1.0× the file's size", fmt_ratio(added), added <= 1.0,
                       "%.1f MiB added for a %.1f MB file" % (
                           self.scale(100000, lambda r: r["rss_after_open_kib"] - r["rss_before_open_kib"]) / 1024,
                           self.scale(100000, lambda r: r["file_bytes"]) / 1e6))
-        self.goal("#17", "file, N=100,000: open ≤ 1.3× a decrypt-only loop", "–", None,
-                  "the decrypt-only floor is not measured yet")
+        if 100000 in ns:
+            # CPU time of the process (the machine is shared; wall time is printed beside it).
+            cpu = self.scale(100000, lambda r: r["open_cpu_seconds"] / r["decrypt_floor"]["cpu_seconds"])
+            wall = self.scale(100000, lambda r: r["open_seconds"] / r["decrypt_floor"]["seconds"])
+            self.goal("#17", "file, N=100,000: open ≤ 1.3× a decrypt-only loop", fmt_ratio(cpu), cpu <= 1.3,
+                      "CPU time: open %.0f ms vs %.0f ms to only decrypt the same %s records in memory (median of %d "
+                      "passes); wall: %.0f vs %.0f ms (%s)" % (
+                          self.scale(100000, lambda r: r["open_cpu_seconds"]) * 1000,
+                          self.scale(100000, lambda r: r["decrypt_floor"]["cpu_seconds"]) * 1000,
+                          "{:,}".format(self.scale(100000, lambda r: r["decrypt_floor"]["records"])),
+                          self.scale(100000, lambda r: r["decrypt_floor"]["passes"]),
+                          self.scale(100000, lambda r: r["open_seconds"]) * 1000,
+                          self.scale(100000, lambda r: r["decrypt_floor"]["seconds"]) * 1000, fmt_ratio(wall)))
+        else:
+            self.goal("#17", "file, N=100,000: open ≤ 1.3× a decrypt-only loop", "–", None,
+                      "N=100,000 is not run in --quick mode")
 
         if 10000 in ns:
             open_10k = self.scale(10000, lambda r: r["open_seconds"])
@@ -668,7 +688,9 @@ class Report:
                                     fmt_time_us(s(lambda r: r["set"]["p99_us"]))),
                 "%s/s · %s / %s" % (fmt_rate(s(lambda r: rate(r["get"]))), fmt_time_us(s(lambda r: r["get"]["p50_us"])),
                                     fmt_time_us(s(lambda r: r["get"]["p99_us"]))),
-                "%.1f ms" % (s(lambda r: r["open_seconds"]) * 1000),
+                "%.1f ms (%.1f ms CPU; decrypt only %.1f ms CPU)" % (
+                    s(lambda r: r["open_seconds"]) * 1000, s(lambda r: r["open_cpu_seconds"]) * 1000,
+                    s(lambda r: r["decrypt_floor"]["cpu_seconds"]) * 1000),
                 "%.0f" % s(lambda r: r["file_bytes"] / n),
                 "%.1f MiB" % (s(lambda r: r["rss_after_open_kib"] - r["rss_before_open_kib"]) / 1024),
                 "%.1f MiB" % (s(lambda r: r["peak_rss_kib"]) / 1024),
@@ -681,7 +703,8 @@ class Report:
                    "RSS added by open", "peak RSS", "fill: one saveAll batch"], rows), "",
             "Per N and round: one process fills the vault with saveAll batches of %s; a fresh process opens it (timed, "
             "file in the page cache), makes %s random gets and %d durable sets of new keys, and reports getrusage's "
-            "ru_maxrss before and after the open and at the end." % ("{:,}".format(c["scale_batch"]),
+            "ru_maxrss before and after the open and at the end. Before it, another process reads the same file into "
+            "memory and times loops that only authenticate and decrypt its records (the crypto floor of the open)." % ("{:,}".format(c["scale_batch"]),
                                                                      "{:,}".format(c["scale_gets"]), c["scale_sets"]),
         ])
 

@@ -12,6 +12,14 @@ func monotonicNanoseconds() -> UInt64 {
     return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
 }
 
+/// CPU time of the whole process (every thread: an open runs on the store's queue), in seconds.
+/// Beside wall time, it shows what the work costs when the machine is shared and busy.
+func processCPUSeconds() -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now)
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+}
+
 /// Nearest-rank percentile of sorted nanoseconds, in microseconds (as Benchmarks/peers.py does).
 func percentile(_ sorted: [UInt64], _ quantile: Double) -> Double? {
     guard !sorted.isEmpty else { return nil }

@@ -9,6 +9,8 @@
 //       writes N entries with saveAll in batches of B.
 //   tokenvault-bench scale-measure --file PATH --key-file PATH --n N --gets G --sets S --template T
 //       open time, G warm gets, S durable sets of new keys, file size and peak RSS.
+//   tokenvault-bench decrypt-floor --file PATH --key-file PATH [--passes 3]
+//       the crypto floor of an open: only authenticate and decrypt every record, already in memory.
 //   tokenvault-bench floor --dir DIR --key-file PATH --blocks B --per-block K --template T [--size 600]
 //       append + fdatasync and append + fsync latency on DIR's filesystem, interleaved in blocks
 //       with durable sets into a file vault in DIR.
@@ -54,7 +56,7 @@ func message(of error: any Error) -> String {
 }
 
 let arguments = CommandLine.arguments
-guard arguments.count >= 2 else { fail("usage: tokenvault-bench w1|scale-fill|scale-measure|floor|mp-writer|count …") }
+guard arguments.count >= 2 else { fail("usage: tokenvault-bench w1|scale-fill|scale-measure|decrypt-floor|floor|mp-writer|count …") }
 let options = Options(arguments.dropFirst(2))
 
 do {
@@ -83,6 +85,9 @@ do {
         emitJSON(try await Workloads.scaleMeasure(
             path: options.string("file"), keyFile: options.string("key-file"), count: options.int("n"),
             gets: options.int("gets"), sets: options.int("sets"), payloads: options.payloads))
+    case "decrypt-floor":
+        emitJSON(try Workloads.decryptFloor(
+            path: options.string("file"), keyFile: options.string("key-file"), passes: options.int("passes", default: 3)))
     case "floor":
         emitJSON(try await Workloads.floor(
             directory: options.string("dir"), keyFile: options.string("key-file"), blocks: options.int("blocks"),

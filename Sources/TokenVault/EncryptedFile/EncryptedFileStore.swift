@@ -21,8 +21,10 @@ internal import Dispatch
 /// - **Crashes.** A write cut short (`kill -9`, power loss) leaves a torn tail that is ignored;
 ///   the next write removes it. Damage anywhere else is an `integrityFailure` for the whole vault.
 ///
-/// Loads decrypt one record on demand: the index in memory holds only sealed records, so
-/// plaintext secrets do not sit in memory. Blocking work (the KDF, locks, `fsync`) runs on a
+/// Loads decrypt one record on demand: the index in memory holds each entry's name and where its
+/// sealed record lies in the file, so neither plaintext secrets nor the file's records sit in
+/// memory (opening a vault adds far less memory than the file's size). An open still
+/// authenticates every record, so damage is reported when the vault is opened. Blocking work (the KDF, locks, `fsync`) runs on a
 /// dedicated serial queue, never on Swift's cooperative thread pool.
 public final class EncryptedFileStore: CredentialStore, Sendable {
     /// The largest secret this backend stores (4 MiB); larger ones are refused with `tooLarge`.

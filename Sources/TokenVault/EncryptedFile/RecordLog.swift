@@ -1,7 +1,8 @@
 // Owns: the vault's log as bytes, and nothing else. Bytes in, records and an index out
 // (batches applied whole, a torn tail told apart from damage); changes sealed into bytes; the
-// live entries resealed for a rewrite. No file descriptor, no lock, no clock: it is tested on
-// byte arrays (RecordLogTests).
+// live entries resealed for a rewrite. No lock, no clock; bytes come from a ``LogSource`` (the
+// file, or a byte array in RecordLogTests). The index holds where each live record lies, not
+// its bytes: a lookup reads and opens its one record.
 internal import Foundation
 
 /// The in-memory state of one vault's log: which sealed record is the latest for each key,
@@ -11,7 +12,7 @@ struct RecordLog {
     let name: String
     private(set) var header: VaultHeader
     private(set) var keys: VaultKeys
-    /// The latest sealed record of each key that holds an entry.
+    /// Where the latest sealed record of each key that holds an entry lies in the file.
     private(set) var index: [CredentialKey: SealedRecord] = [:]
     /// The file offset just past the last complete batch: where the next record goes.
     private(set) var validEnd = Int64(VaultHeader.length)
@@ -62,66 +63,83 @@ struct RecordLog {
 
     // MARK: Reading
 
-    /// Applies the records in `bytes`, which begin at file offset `validEnd`.
+    /// Applies the records in `[validEnd, end)` of `source`.
     ///
     /// Records are applied a whole batch at a time. A torn tail (fewer bytes than a frame
     /// header, a frame longer than the bytes, a last frame that fails its tag, zero fill, or a
     /// batch without its last record) is left unapplied and flagged. Anything else that fails is
-    /// an integrity error; state then stays at the last complete batch.
+    /// an integrity error; state then stays at the last complete batch. Every record's tag is
+    /// checked here, so damage is found when the log is read, not at a later lookup.
     ///
     /// - Returns: How many bytes after the new `validEnd` belong to a torn tail (0 if none).
     @discardableResult
-    mutating func ingest(_ bytes: UnsafeRawBufferPointer, scratch: SecureBuffer) throws -> Int {
-        let base = validEnd
-        var position = 0
-        var committed = 0
+    mutating func ingest(from source: LogSource, to end: Int64, scratch: SecureBuffer) throws -> Int {
+        var position = validEnd
+        var committed = validEnd
         var sequence = recordCount
-        var pending: [(SealedRecord.Opened, SealedRecord)] = []
+        var pending: [PendingRecord] = []
+        // The index is sized once, from the first records, rather than grown (and rehashed) step by step.
+        let (passStart, firstSequence) = (validEnd, recordCount)
+        var sizedIndex = end - passStart < 1 << 20
         hasTornTail = false
-        defer { hasTornTail = committed < bytes.count }
-        while position < bytes.count {
-            let offset = base + Int64(position)
-            if bytes.count - position < SealedRecord.frameHeaderLength {
-                break
-            }
-            let length = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt32.self))
-            let check = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: position + 4, as: UInt32.self))
+        defer {
+            hasTornTail = committed < end
+            source.endPass()
+        }
+        while position < end {
+            guard let frameHeader = try source.bytes(
+                at: position, count: SealedRecord.frameHeaderLength, end: end, readAhead: true)
+            else { break }
+            let length = UInt32(littleEndian: frameHeader.loadUnaligned(fromByteOffset: 0, as: UInt32.self))
+            let check = UInt32(littleEndian: frameHeader.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
             guard check == ~length else {
-                if bytes[position...].allSatisfy({ $0 == 0 }) { break }  // zero fill after a crash
-                throw damagedRecord(at: offset, "has a damaged length field")
+                if try source.isZero(from: position, to: end) { break }  // zero fill after a crash
+                throw damagedRecord(at: position, "has a damaged length field")
             }
             guard (SealedRecord.minimumSealedLength...SealedRecord.maximumSealedLength).contains(Int(length)) else {
-                throw damagedRecord(at: offset, "has an impossible length")
+                throw damagedRecord(at: position, "has an impossible length")
             }
-            let end = position + SealedRecord.frameHeaderLength + Int(length)
-            if end > bytes.count { break }  // torn: the write stopped inside this record
-            let frame = UnsafeRawBufferPointer(rebasing: bytes[position..<end])
+            let frameCount = SealedRecord.frameHeaderLength + Int(length)
+            let frameEnd = position + Int64(frameCount)
+            // Torn: the write stopped inside this record.
+            guard let frame = try source.bytes(at: position, count: frameCount, end: end, readAhead: true) else { break }
             let opened = try Self.openFrame(frame, sequence: sequence, fileID: header.fileID, keys: keys, scratch: scratch) {
                 SealedRecord.decodePlaintext(UnsafeRawBufferPointer($0))
             }
             guard let opened else {
                 // A last record that fails its tag, or one followed only by zeros (a write whose
                 // sectors past a point never reached the disk, though the size did): torn.
-                if end == bytes.count || bytes[end...].allSatisfy({ $0 == 0 }) { break }
-                throw damagedRecord(at: offset, "failed authentication")
+                if frameEnd == end { break }
+                if try source.isZero(from: frameEnd, to: end) { break }
+                throw damagedRecord(at: position, "failed authentication")
             }
-            guard let parsed = opened else { throw damagedRecord(at: offset, "is malformed") }
-            pending.append((parsed, SealedRecord(sequence: sequence, frame: Array(frame))))
+            guard let parsed = opened else { throw damagedRecord(at: position, "is malformed") }
+            pending.append(
+                PendingRecord(
+                    key: parsed.key, operation: parsed.operation,
+                    sealed: SealedRecord(sequence: sequence, offset: position, count: UInt32(frameCount))))
             sequence += 1
-            position = end
+            position = frameEnd
+            if !sizedIndex, sequence - firstSequence == 64 {
+                // At most one entry per record: the rest of the pass at the first records' mean size.
+                let mean = (position - passStart) / 64
+                index.reserveCapacity(index.count + 64 + Int((end - position) / max(mean, 1)))
+                sizedIndex = true
+            }
             if !parsed.continues {
-                for (record, sealed) in pending { apply(record, sealed) }
+                for item in pending.indices { apply(pending[item]) }  // borrowed, not copied
                 pending.removeAll(keepingCapacity: true)
                 committed = position
-                validEnd = base + Int64(committed)
+                validEnd = committed
                 recordCount = sequence
             }
         }
-        return bytes.count - committed
+        return Int(end - committed)
     }
 
+    /// Applies `bytes`, which begin at file offset `validEnd` (tests).
     mutating func ingest(_ bytes: [UInt8], scratch: SecureBuffer) throws -> Int {
-        try bytes.withUnsafeBytes { try ingest($0, scratch: scratch) }
+        try ingest(from: LogSource(bytes: bytes, base: validEnd), to: validEnd + Int64(bytes.count), scratch: scratch)
     }
 
     /// Flags bytes after the ingested ones that were not read (a sparse tail) as a torn tail.
@@ -129,16 +147,22 @@ struct RecordLog {
         hasTornTail = true
     }
 
-    private mutating func apply(_ record: SealedRecord.Opened, _ sealed: SealedRecord) {
-        let old = index[record.key]
-        if let old { liveBytes -= Int64(old.frame.count) }
-        switch record.operation {
-        case .put:
-            index[record.key] = sealed
-            liveBytes += Int64(sealed.frame.count)
-        case .delete:
-            if old != nil { index[record.key] = nil }
-        }
+    /// A record read or sealed, applied to the index when its batch is complete.
+    fileprivate struct PendingRecord {
+        var key: CredentialKey
+        var operation: SealedRecord.Operation
+        var sealed: SealedRecord
+    }
+
+    /// One hash of the key per record: opening a large vault is mostly this and the crypto.
+    private mutating func apply(_ record: PendingRecord) {
+        let old: SealedRecord? =
+            switch record.operation {
+            case .put: index.updateValue(record.sealed, forKey: record.key)
+            case .delete: index.removeValue(forKey: record.key)
+            }
+        if let old { liveBytes -= Int64(old.count) }
+        if record.operation == .put { liveBytes += Int64(record.sealed.count) }
     }
 
     /// Authenticates and decrypts `frame` into `scratch` and passes the plaintext to `body`.
@@ -160,10 +184,10 @@ struct RecordLog {
         }
     }
 
-    /// The secret under `key`, decrypted from its sealed record.
-    func lookup(_ key: CredentialKey, scratch: SecureBuffer) throws -> Lookup {
+    /// The secret under `key`, read from `source` and decrypted from its sealed record.
+    func lookup(_ key: CredentialKey, in source: LogSource, scratch: SecureBuffer) throws -> Lookup {
         guard let record = index[key] else { return .absent }
-        let secret = try record.frame.withUnsafeBytes { frame in
+        let secret = try withFrame(record, in: source) { frame in
             try Self.openFrame(frame, sequence: record.sequence, fileID: header.fileID, keys: keys, scratch: scratch) {
                 plaintext -> Data? in
                 SealedRecord.secretRange(UnsafeRawBufferPointer(plaintext)).map { Data(plaintext[$0]) }
@@ -171,8 +195,20 @@ struct RecordLog {
         }
         switch secret {
         case .some(.some(let secret)): return .found(secret)
-        case .some(.none), .none: throw damagedRecord(at: -1, "in memory no longer authenticates")
+        case .some(.none), .none: throw damagedRecord(at: record.offset, "no longer authenticates")
         }
+    }
+
+    /// Reads the frame of `record` from `source`. The bytes were authenticated when the log was
+    /// read and the file only grows before `validEnd`, so a short read means that the file was
+    /// cut or tampered with since.
+    private func withFrame<Result>(
+        _ record: SealedRecord, in source: LogSource, _ body: (UnsafeRawBufferPointer) throws -> Result
+    ) throws -> Result {
+        guard let frame = try source.bytes(at: record.offset, count: Int(record.count)) else {
+            throw damagedRecord(at: record.offset, "is missing: the file was cut short")
+        }
+        return try body(frame)
     }
 
     func keys(service: String?) -> [CredentialKey] {
@@ -184,7 +220,7 @@ struct RecordLog {
     /// A batch sealed for appending at `validEnd`, and the index entries it makes.
     struct Batch {
         var bytes: [UInt8] = []
-        fileprivate var records: [(SealedRecord.Opened, SealedRecord)] = []
+        fileprivate var records: [PendingRecord] = []
         var isEmpty: Bool { records.isEmpty }
     }
 
@@ -224,15 +260,19 @@ struct RecordLog {
                     operation: operation, continues: continues, key: change.key, secret: secretBytes, sequence: sequence,
                     fileID: header.fileID, keys: keys, scratch: scratch, appendingTo: &batch.bytes)
             }
-            let opened = SealedRecord.Opened(operation: operation, continues: continues, key: change.key, secretRange: 0..<0)
-            batch.records.append((opened, SealedRecord(sequence: sequence, frame: Array(batch.bytes[start...]))))
+            // The offset is from the batch's start until ``append(_:)`` places it at `validEnd`.
+            let sealed = SealedRecord(sequence: sequence, offset: Int64(start), count: UInt32(batch.bytes.count - start))
+            batch.records.append(PendingRecord(key: change.key, operation: operation, sealed: sealed))
         }
         return batch
     }
 
     /// Takes in a batch from ``seal(_:scratch:)`` once it is durable at `validEnd`.
     mutating func append(_ batch: Batch) {
-        for (record, sealed) in batch.records { apply(record, sealed) }
+        for var record in batch.records {
+            record.sealed = SealedRecord(sequence: record.sealed.sequence, offset: validEnd + record.sealed.offset, count: record.sealed.count)
+            apply(record)
+        }
         validEnd += Int64(batch.bytes.count)
         recordCount += UInt64(batch.records.count)
         hasTornTail = false
@@ -260,17 +300,18 @@ struct RecordLog {
 
     // MARK: Rewriting
 
-    /// A whole new file (header and one put per live entry, resealed under `newHeader` and
-    /// `newKeys`) and the log that describes it. The plaintext goes from one secure buffer
-    /// (`readScratch`) straight into the seal (`writeScratch`).
+    /// A whole new file (header and one put per live entry, read from `source` and resealed
+    /// under `newHeader` and `newKeys`) and the log that describes it. The plaintext goes from one
+    /// secure buffer (`readScratch`) straight into the seal (`writeScratch`).
     func resealed(
-        header newHeader: VaultHeader, keys newKeys: VaultKeys, readScratch: SecureBuffer, writeScratch: SecureBuffer
+        header newHeader: VaultHeader, keys newKeys: VaultKeys, from source: LogSource, readScratch: SecureBuffer,
+        writeScratch: SecureBuffer
     ) throws -> (bytes: [UInt8], log: RecordLog) {
         var output = newHeader.encoded(keys: newKeys)
         var log = RecordLog(name: name, header: newHeader, keys: newKeys)
         for (sequence, (key, record)) in index.sorted(by: { $0.key < $1.key }).enumerated() {
             let start = output.count
-            let sealed = try record.frame.withUnsafeBytes { frame in
+            let sealed = try withFrame(record, in: source) { frame in
                 try Self.openFrame(frame, sequence: record.sequence, fileID: header.fileID, keys: keys, scratch: readScratch) {
                     plaintext in
                     guard let opened = SealedRecord.decodePlaintext(UnsafeRawBufferPointer(plaintext)) else { return false }
@@ -281,10 +322,10 @@ struct RecordLog {
                     return true
                 }
             }
-            guard sealed == true else { throw damagedRecord(at: -1, "in memory no longer authenticates") }
-            let frame = Array(output[start...])
-            log.liveBytes += Int64(frame.count)
-            log.index[key] = SealedRecord(sequence: UInt64(sequence), frame: frame)
+            guard sealed == true else { throw damagedRecord(at: record.offset, "no longer authenticates") }
+            let count = output.count - start
+            log.liveBytes += Int64(count)
+            log.index[key] = SealedRecord(sequence: UInt64(sequence), offset: Int64(start), count: UInt32(count))
         }
         log.recordCount = UInt64(log.index.count)
         log.validEnd = Int64(output.count)

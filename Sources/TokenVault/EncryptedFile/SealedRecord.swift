@@ -1,5 +1,6 @@
 // Owns: the record frame and plaintext layout (encode, decode, associated data).
-/// One record of the log as kept in memory: its whole frame, still sealed, and its sequence number.
+/// Where one record of the log lies in the vault file, and its sequence number: what the
+/// in-memory index keeps of it (its bytes stay in the file until a lookup reads them).
 ///
 /// A frame on disk is
 ///
@@ -44,8 +45,10 @@ struct SealedRecord {
 
     /// The record's place in the log: its index since the file's header.
     let sequence: UInt64
-    /// The frame as on disk: length, complement, nonce, ciphertext and tag.
-    let frame: [UInt8]
+    /// The file offset of its frame (length, complement, nonce, ciphertext and tag).
+    let offset: Int64
+    /// The length of its frame, header included.
+    let count: UInt32
 
     /// The plaintext length of a frame of `frameCount` bytes.
     static func plaintextCount(frameCount: Int) -> Int { frameCount - overhead }
@@ -136,14 +139,27 @@ struct SealedRecord {
         // would rename the entry on the next compaction, and can triple a name's length past
         // what the u16 length field holds (a trap when the record is sealed again).
         guard
-            let service = String(
-                validating: plaintext[plaintextHeaderLength..<plaintextHeaderLength + serviceCount], as: UTF8.self),
-            let account = String(validating: plaintext[plaintextHeaderLength + serviceCount..<secretStart], as: UTF8.self)
+            let service = name(UnsafeRawBufferPointer(rebasing: plaintext[plaintextHeaderLength..<plaintextHeaderLength + serviceCount])),
+            let account = name(UnsafeRawBufferPointer(rebasing: plaintext[plaintextHeaderLength + serviceCount..<secretStart]))
         else { return nil }
         return Opened(
             operation: operation, continues: plaintext[0] & batchContinues != 0,
             key: CredentialKey(trustedService: service, account: account),
             secretRange: secretStart..<plaintext.count)
+    }
+}
+
+extension SealedRecord {
+    /// A name as written, or `nil` if it is not valid UTF-8. ASCII, the usual case, takes a fast
+    /// path: opening a large vault decodes two names per record.
+    fileprivate static func name(_ bytes: UnsafeRawBufferPointer) -> String? {
+        let utf8 = bytes.assumingMemoryBound(to: UInt8.self)
+        var ascii = true
+        for byte in utf8 where byte >= 0x80 {
+            ascii = false
+            break
+        }
+        return ascii ? String(decoding: utf8, as: UTF8.self) : String(validating: utf8, as: UTF8.self)
     }
 }
 

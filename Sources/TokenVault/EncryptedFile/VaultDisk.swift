@@ -141,11 +141,14 @@ final class LockFile: Sendable {
 }
 
 enum VaultDisk {
-    /// A vault file as read under the lock: its status, its bytes and its parsed header.
+    /// A vault file as inspected under the lock: its status, its header's bytes and the parsed
+    /// header, and where its data ends. The records are read later, a chunk at a time.
     struct Snapshot {
         var status: SystemCall.FileStatus
         var header: VaultHeader
-        var bytes: [UInt8]
+        var headerBytes: [UInt8]
+        /// `status.size`, or where a hole begins that runs to the end (a sparse tail).
+        var dataEnd: Int64
     }
 
     /// The canonical path of the vault at `path`: every symbolic link, `.` and `..` resolved,
@@ -186,7 +189,7 @@ enum VaultDisk {
         }
     }
 
-    /// Reads a whole vault file and checks its permissions and the structure of its header.
+    /// Reads a vault file's header and checks its permissions and the structure of its header.
     static func read(fd: Int32, path: String, options: EncryptedFileStore.Options) throws -> Snapshot {
         let status = try VaultIO.fstat(fd, path: path)
         guard status.isRegularFile else {
@@ -211,16 +214,15 @@ enum VaultDisk {
             )
         }
         let end = SystemCall.endOfData(fd, from: 0, size: status.size)
-        let bytes = try VaultIO.read(fd, at: 0, count: Int(end), path: path)
+        let bytes = try VaultIO.read(fd, at: 0, count: Int(min(end, Int64(VaultHeader.length))), path: path)
         let header = try VaultHeader.parse(bytes, fileSize: status.size, path: path)
-        return Snapshot(status: status, header: header, bytes: bytes)
+        return Snapshot(status: status, header: header, headerBytes: bytes, dataEnd: end)
     }
 
-    /// The bytes of the file from `offset` to `size`, without a sparse tail (a hole to the end
-    /// of the file reads as zeros, which is a torn tail: it is not read, however large).
-    static func readTail(fd: Int32, from offset: Int64, to size: Int64, path: String) throws -> [UInt8] {
-        let end = SystemCall.endOfData(fd, from: offset, size: size)
-        return try VaultIO.read(fd, at: offset, count: Int(end - offset), path: path)
+    /// Where the data worth reading from `offset` to `size` ends: without a sparse tail (a hole
+    /// to the end of the file reads as zeros, which is a torn tail: it is not read, however large).
+    static func endOfData(fd: Int32, from offset: Int64, to size: Int64) -> Int64 {
+        SystemCall.endOfData(fd, from: offset, size: size)
     }
 
     /// Writes `bytes` at `offset` (first cutting off a torn tail there, if any) and makes them

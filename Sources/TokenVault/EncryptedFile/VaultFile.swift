@@ -31,6 +31,8 @@ final class VaultFile: Sendable {
         /// The file size when last read; a different size means another process wrote.
         var observedSize: Int64
         var log: RecordLog
+        /// Reads records from `fd`: the index holds where they lie, not their bytes.
+        var source: LogSource
         let readScratch: SecureBuffer
         /// An `fdatasync` failed: no later write may report success (see ``VaultDisk/SyncFailed``).
         var poisoned = false
@@ -111,7 +113,7 @@ final class VaultFile: Sendable {
         var fdOwned = true
         defer { if fdOwned { VaultIO.close(fd) } }
 
-        // A consistent snapshot, read under the lock; later changes are caught up with later.
+        // The header, read under the lock; the records are read after the KDF.
         let snapshot = try VaultDisk.read(fd: fd, path: path, options: options)
         try lockFile.unlock()
 
@@ -124,17 +126,22 @@ final class VaultFile: Sendable {
             try Self.checkKDFCost(header, options: options, path: path)
             keys = try VaultKeys.derive(from: secret, header: header, path: path)
         }
-        try VaultHeader.verify(snapshot.bytes, keys: keys, header: header, path: path)
+        try VaultHeader.verify(snapshot.headerBytes, keys: keys, header: header, path: path)
 
+        // The records, read a chunk at a time and authenticated one by one under the shared lock
+        // again, so that a batch another process is writing is seen whole or not at all. A
+        // snapshot of the whole file is never held: the index keeps offsets, not bytes.
         var log = RecordLog(name: path, header: header, keys: keys)
-        let torn = try snapshot.bytes[VaultHeader.length...].withUnsafeBytes { try log.ingest($0, scratch: readScratch) }
-        if snapshot.bytes.count < snapshot.status.size { log.markTornTail() }
+        let source = LogSource(fd: fd, path: path)
+        let (status, torn) = try lockFile.withLock(exclusive: false, logger: logger) {
+            try Self.readRecords(into: &log, from: source, fd: fd, path: path, scratch: readScratch)
+        }
         Self.noteTornTail(torn, log: log, logger: logger)
         self.lockFile = lockFile
         state = Mutex(
             State(
-                fd: fd, writable: writable, identity: (snapshot.status.device, snapshot.status.inode),
-                observedSize: snapshot.status.size, log: log, readScratch: readScratch))
+                fd: fd, writable: writable, identity: (status.device, status.inode),
+                observedSize: status.size, log: log, source: source, readScratch: readScratch))
         fdOwned = false
         logger.debug(
             "opened encrypted vault file",
@@ -143,6 +150,22 @@ final class VaultFile: Sendable {
 
     deinit {
         state.withLock { VaultIO.close($0.fd) }
+    }
+
+    /// Reads the records of `fd` after the header into `log`, a chunk at a time; returns the
+    /// file's status and the bytes of a torn tail. The caller holds the file lock.
+    private static func readRecords(
+        into log: inout RecordLog, from source: LogSource, fd: Int32, path: String, scratch: SecureBuffer
+    ) throws -> (status: SystemCall.FileStatus, torn: Int) {
+        let status = try VaultIO.fstat(fd, path: path)
+        guard status.size >= log.validEnd else {
+            throw VaultError(
+                .truncated, "The vault file \(path) was cut short to \(status.size) bytes while it was being opened.")
+        }
+        let end = VaultDisk.endOfData(fd: fd, from: log.validEnd, to: status.size)
+        let torn = try log.ingest(from: source, to: end, scratch: scratch)
+        if end < status.size { log.markTornTail() }
+        return (status, torn)
     }
 
     private static func noteTornTail(_ bytes: Int, log: RecordLog, logger: Logger) {
@@ -191,10 +214,9 @@ final class VaultFile: Sendable {
             return
         }
         if status.size == state.observedSize && !state.log.hasTornTail { return }
-        let readFrom = state.log.validEnd
-        let bytes = try VaultDisk.readTail(fd: state.fd, from: readFrom, to: status.size, path: path)
-        let torn = try state.log.ingest(bytes, scratch: state.readScratch)
-        if readFrom + Int64(bytes.count) < status.size { state.log.markTornTail() }
+        let end = VaultDisk.endOfData(fd: state.fd, from: state.log.validEnd, to: status.size)
+        let torn = try state.log.ingest(from: state.source, to: end, scratch: state.readScratch)
+        if end < status.size { state.log.markTornTail() }
         Self.noteTornTail(torn, log: state.log, logger: logger)
         state.observedSize = status.size
     }
@@ -214,18 +236,19 @@ final class VaultFile: Sendable {
             )
         }
         let keys = state.log.keys
-        try VaultHeader.verify(loaded.bytes, keys: keys, header: loaded.header, path: path)
+        try VaultHeader.verify(loaded.headerBytes, keys: keys, header: loaded.header, path: path)
         var log = RecordLog(name: path, header: loaded.header, keys: keys)
-        let torn = try loaded.bytes[VaultHeader.length...].withUnsafeBytes { try log.ingest($0, scratch: state.readScratch) }
-        if loaded.bytes.count < loaded.status.size { log.markTornTail() }
+        let source = LogSource(fd: newFD, path: path)
+        let (status, torn) = try Self.readRecords(into: &log, from: source, fd: newFD, path: path, scratch: state.readScratch)
         Self.noteTornTail(torn, log: log, logger: logger)
         VaultIO.close(state.fd)
         owned = false
         state.fd = newFD
         state.writable = newWritable
-        state.identity = (loaded.status.device, loaded.status.inode)
+        state.identity = (status.device, status.inode)
         state.log = log
-        state.observedSize = loaded.status.size
+        state.source = source
+        state.observedSize = status.size
         logger.debug("reloaded the vault file after another process replaced it", metadata: ["path": "\(path)"])
     }
 
@@ -249,7 +272,7 @@ final class VaultFile: Sendable {
     func lookupIfFresh(_ key: CredentialKey) throws -> FreshLookup {
         try state.withLock { state in
             guard try isFresh(state) else { return .stale }
-            return switch try state.log.lookup(key, scratch: state.readScratch) {
+            return switch try state.log.lookup(key, in: state.source, scratch: state.readScratch) {
             case .found(let secret): .found(secret)
             case .absent: .absent
             }
@@ -258,7 +281,7 @@ final class VaultFile: Sendable {
 
     /// The secret under `key` as of the last refresh.
     func lookup(_ key: CredentialKey) throws -> RecordLog.Lookup {
-        try state.withLock { try $0.log.lookup(key, scratch: $0.readScratch) }
+        try state.withLock { try $0.log.lookup(key, in: $0.source, scratch: $0.readScratch) }
     }
 
     /// The keys if the in-memory state is current, `nil` if the caller must refresh first.
@@ -352,14 +375,16 @@ final class VaultFile: Sendable {
     /// keys), to a new file that replaces the old one atomically; then switches to it.
     /// Runs with the exclusive lock held.
     private func rewrite(header newHeader: VaultHeader, keys newKeys: VaultKeys?) throws {
-        let log = state.withLock { $0.log }
+        let (log, fd) = state.withLock { ($0.log, $0.fd) }
+        // A source of its own: the state's serves lookups on other threads meanwhile.
         let (bytes, newLog) = try log.resealed(
-            header: newHeader, keys: newKeys ?? log.keys, readScratch: queueOnly.rewriteScratch,
-            writeScratch: queueOnly.writeScratch)
+            header: newHeader, keys: newKeys ?? log.keys, from: LogSource(fd: fd, path: path),
+            readScratch: queueOnly.rewriteScratch, writeScratch: queueOnly.writeScratch)
         let (newFD, status) = try VaultDisk.replace(path, with: bytes, logger: logger)
         state.withLock { state in
             VaultIO.close(state.fd)
             state.fd = newFD
+            state.source.switchTo(fd: newFD, path: path)
             state.identity = (status.device, status.inode)
             state.log = newLog
             state.observedSize = newLog.validEnd

@@ -14,6 +14,10 @@
 //   vault-file-stress fill <vault> <key-file> <file-size-limit>
 //       sets RLIMIT_FSIZE, ignores SIGXFSZ and saves until a save fails; prints "ack <i>"
 //       per save and "error <code>" for the failure.
+//   vault-file-stress open-rss <vault> <key-file> <warm-up-vault>
+//       opens <warm-up-vault> first (so that libsodium, Dispatch and the runtime are set up), then
+//       prints "rss <peak KiB before> <peak KiB after> <entries>" around opening <vault>
+//       (VmHWM from /proc/self/status: the peak resident set, as the benchmark's ru_maxrss).
 import Foundation
 import TokenVault
 
@@ -29,6 +33,15 @@ func emit(_ line: String) {
 func value(service: String, index: Int) -> Data {
     // About 600 bytes, different for every key, so a mixed-up record shows.
     Data(String(repeating: "\(service):\(index);", count: 600 / (service.count + 8) + 1).utf8.prefix(600))
+}
+
+/// VmHWM, the peak resident set size of this process, in KiB.
+func peakResidentKiB() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+        let kib = Int(line.split(separator: " ").dropFirst().first ?? "")
+    else { fail("cannot read VmHWM from /proc/self/status") }
+    return kib
 }
 
 func fail(_ message: String) -> Never {
@@ -103,6 +116,15 @@ do {
             index += 1
             if index > 100_000 { fail("the file size limit never hit") }
         }
+    case "open-rss":
+        guard arguments.count == 5 else { fail("open-rss <vault> <key> <warm-up-vault>") }
+        let warmUp = try await EncryptedFileStore.open(path: arguments[4], keySource: keySource)
+        _ = try await warmUp.keys(service: nil)
+        let before = peakResidentKiB()
+        let store = try await EncryptedFileStore.open(
+            path: vaultPath, keySource: keySource, options: .init(createIfMissing: false))
+        let after = peakResidentKiB()
+        emit("rss \(before) \(after) \(try await store.keys(service: nil).count)")
     default:
         fail("unknown command \(command)")
     }

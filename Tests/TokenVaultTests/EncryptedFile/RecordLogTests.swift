@@ -43,8 +43,9 @@ import Testing
         var read = Self.empty(like: written)
         #expect(try read.ingest(bytes, scratch: scratch) == 0)
         #expect(read.keys(service: nil) == [S.key("b"), S.key("c")])
-        #expect(try read.lookup(S.key("b"), scratch: scratch) == .found(Data("two again".utf8)))
-        #expect(try read.lookup(S.key("a"), scratch: scratch) == .absent)
+        let source = LogSource(bytes: bytes)
+        #expect(try read.lookup(S.key("b"), in: source, scratch: scratch) == .found(Data("two again".utf8)))
+        #expect(try read.lookup(S.key("a"), in: source, scratch: scratch) == .absent)
         #expect(read.recordCount == 5 && read.validEnd == written.validEnd && read.liveBytes == written.liveBytes)
         #expect(!read.hasTornTail)
     }
@@ -68,7 +69,9 @@ import Testing
             let torn = try log.ingest(Array(bytes[..<cut]), scratch: scratch)
             #expect(torn == cut - second && log.hasTornTail, "cut at \(cut)")
             #expect(log.keys(service: nil) == twoBatches.keys(service: nil), "cut at \(cut)")
-            #expect(try log.lookup(S.key("a"), scratch: scratch) == .found(Data("one".utf8)), "cut at \(cut)")
+            #expect(
+                try log.lookup(S.key("a"), in: LogSource(bytes: Array(bytes[..<cut])), scratch: scratch) == .found(Data("one".utf8)),
+                "cut at \(cut)")
         }
     }
 
@@ -123,13 +126,51 @@ import Testing
         #expect(throws: VaultError.self) { _ = try other.ingest(bytes + bytes, scratch: scratch) }
     }
 
+    /// A pass reads the log a chunk at a time: at every chunk size, records cut by a chunk's
+    /// end and records larger than a chunk are read whole, and a zero-filled tail stays torn.
+    @Test func everyChunkSizeReadsTheSameLog() throws {
+        var (written, bytes, scratch) = try Self.sample()
+        let big = Data((0..<3000).map { UInt8(truncatingIfNeeded: $0 * 7) })
+        bytes += try Self.append([.put(S.key("big"), big)], to: &written, scratch: scratch)
+        let end = Int64(VaultHeader.length + bytes.count)
+        for chunk in [1, 2, 7, 8, 9, 31, 64, 100, 333, 1024, 4096, bytes.count - 1, bytes.count] {
+            var log = Self.empty(like: written)
+            let source = LogSource(bytes: bytes, chunkSize: chunk)
+            #expect(try log.ingest(from: source, to: end, scratch: scratch) == 0, "chunk \(chunk)")
+            #expect(log.recordCount == written.recordCount && log.validEnd == written.validEnd, "chunk \(chunk)")
+            #expect(log.liveBytes == written.liveBytes && !log.hasTornTail, "chunk \(chunk)")
+            #expect(try log.lookup(S.key("b"), in: source, scratch: scratch) == .found(Data("two again".utf8)), "chunk \(chunk)")
+            #expect(try log.lookup(S.key("big"), in: source, scratch: scratch) == .found(big), "chunk \(chunk)")
+
+            var torn = Self.empty(like: written)
+            let zeros = [UInt8](repeating: 0, count: 700)
+            let zeroFilled = LogSource(bytes: bytes + zeros, chunkSize: chunk)
+            #expect(try torn.ingest(from: zeroFilled, to: end + 700, scratch: scratch) == 700, "chunk \(chunk)")
+            #expect(torn.hasTornTail && torn.validEnd == written.validEnd, "chunk \(chunk)")
+        }
+    }
+
+    /// A lookup reads its record from the source: bytes changed there since the log was read are
+    /// an integrity failure, never the old secret.
+    @Test func aLookupAuthenticatesWhatItReads() throws {
+        let (written, bytes, scratch) = try Self.sample()
+        var log = Self.empty(like: written)
+        _ = try log.ingest(bytes, scratch: scratch)
+        var changed = bytes
+        changed[changed.count - 10] ^= 0x01  // in the last record: b's "two again"
+        #expect(throws: VaultError.self) { _ = try log.lookup(S.key("b"), in: LogSource(bytes: changed), scratch: scratch) }
+        #expect(throws: VaultError.self) { _ = try log.lookup(S.key("b"), in: LogSource(bytes: Array(bytes.dropLast(5))), scratch: scratch) }
+        #expect(try log.lookup(S.key("c"), in: LogSource(bytes: changed), scratch: scratch) == .found(Data("three".utf8)))
+    }
+
     @Test func resealKeepsOnlyLiveEntries() throws {
-        let (written, _, scratch) = try Self.sample()
+        let (written, logBytes, scratch) = try Self.sample()
         let (bytes, log) = try written.resealed(
-            header: written.header.withNewFileID(), keys: written.keys, readScratch: scratch, writeScratch: try SecureBuffer())
+            header: written.header.withNewFileID(), keys: written.keys, from: LogSource(bytes: logBytes), readScratch: scratch,
+            writeScratch: try SecureBuffer())
         var read = Self.empty(like: log)
         #expect(try read.ingest(Array(bytes[VaultHeader.length...]), scratch: scratch) == 0)
         #expect(read.recordCount == 2 && read.deadBytes == 0)
-        #expect(try read.lookup(S.key("c"), scratch: scratch) == .found(Data("three".utf8)))
+        #expect(try read.lookup(S.key("c"), in: LogSource(bytes: bytes, base: 0), scratch: scratch) == .found(Data("three".utf8)))
     }
 }
