@@ -228,8 +228,13 @@ public final class PostgresStore: CredentialStore, Sendable {
     public func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) async throws {
         try Self.checkSize(secret, key)
         defer { readCache?.invalidate(rowHashes: [Data(current.keys.rowHash(key))]) }
+        // An explicit transaction: the upsert's own reply comes before its commit (the extended
+        // protocol commits at Sync), and a server that dies in between has sent a reply for a
+        // write it never committed; COMMIT's reply comes only once the commit is durable.
         try await bounded("save \(key)") { connection in
-            try await self.save(secret, for: key, on: connection)
+            try await PostgresSQL.transaction(on: connection) {
+                try await self.save(secret, for: key, on: connection)
+            }
         }
     }
 
@@ -252,7 +257,7 @@ public final class PostgresStore: CredentialStore, Sendable {
     public func delete(_ key: CredentialKey) async throws -> Bool {
         defer { readCache?.invalidate(rowHashes: [Data(current.keys.rowHash(key))]) }
         return try await bounded("delete \(key)") { connection in
-            try await self.delete(key, on: connection)
+            try await PostgresSQL.transaction(on: connection) { try await self.delete(key, on: connection) }
         }
     }
 
