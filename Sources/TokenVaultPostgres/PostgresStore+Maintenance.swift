@@ -78,10 +78,14 @@ extension PostgresStore {
                 }
                 try await connection.run("DELETE FROM tokenvault_header", logger: PostgresSQL.silent)
                 try await PostgresSchema.insert(newSealing.0, on: connection)
+                // Every row changed: every process's read cache forgets everything at the commit.
+                try await connection.run(
+                    "SELECT pg_notify(\(PostgresReadCache.channel), \(PostgresReadCache.everyRow))", logger: PostgresSQL.silent)
                 return resealed.count
             }
         }
         sealing.withLock { $0 = newSealing.1 }
+        readCache?.invalidateAll()
         return count
     }
 }

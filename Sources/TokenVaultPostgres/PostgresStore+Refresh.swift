@@ -3,6 +3,7 @@
 import Foundation
 package import TokenVault
 import PostgresNIO
+import Synchronization
 
 extension PostgresStore: StoreRefreshLocking {
     package var refreshIdentity: String {
@@ -70,8 +71,12 @@ extension PostgresStore: StoreRefreshLocking {
                     locked = true
                     // Step 3.
                     let outcome: Swift.Result<Result, any Error>
+                    let view = LockedView(store: self, connection: connection)
+                    // The read cache forgets what the view wrote once the commit is over (other
+                    // processes hear the NOTIFY that commits with it).
+                    defer { readCache?.invalidate(rowHashes: view.written.rows.withLock { $0 }) }
                     do {
-                        outcome = .success(try await body(LockedView(store: self, connection: connection)))
+                        outcome = .success(try await body(view))
                     } catch {
                         outcome = .failure(error)
                     }
@@ -107,6 +112,13 @@ extension PostgresStore: StoreRefreshLocking {
 struct LockedView: CredentialStore {
     let store: PostgresStore
     let connection: PostgresConnection
+    /// The row hashes written or deleted through the view (for the read cache).
+    let written = WrittenRows()
+
+    init(store: PostgresStore, connection: PostgresConnection) {
+        self.store = store
+        self.connection = connection
+    }
 
     var backend: BackendKind { store.backend }
 
@@ -120,6 +132,7 @@ struct LockedView: CredentialStore {
 
     func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) async throws {
         try PostgresStore.checkSize(secret, key)
+        written.rows.withLock { $0.append(Data(store.current.keys.rowHash(key))) }
         do {
             try await store.save(secret, for: key, on: connection)
         } catch {
@@ -128,6 +141,7 @@ struct LockedView: CredentialStore {
     }
 
     func delete(_ key: CredentialKey) async throws -> Bool {
+        written.rows.withLock { $0.append(Data(store.current.keys.rowHash(key))) }
         do {
             return try await store.delete(key, on: connection)
         } catch {
@@ -142,4 +156,9 @@ struct LockedView: CredentialStore {
             throw PostgresSQL.vaultError(error, what: "list under the refresh lock", vault: store.vaultName)
         }
     }
+}
+
+/// What a ``LockedView`` wrote, shared by its copies.
+final class WrittenRows: Sendable {
+    let rows = Mutex<[Data]>([])
 }

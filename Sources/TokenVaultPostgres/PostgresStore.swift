@@ -28,6 +28,19 @@ import Synchronization
 ///   takes `pg_advisory_xact_lock` on the entry's row hash in a transaction, reads the entry
 ///   again, refreshes only if it is still stale, writes and commits. A host that dies releases
 ///   the lock with its connection.
+/// - **Read cache (optional, off by default).** With ``Options/readCache`` (the `vault` command:
+///   `TOKEN_VAULT_DATABASE_CACHE=1`), a get is served from the process's memory when it can be:
+///   every write (save, delete, rekey, refresh) sends `NOTIFY tokenvault_changes` with the keyed
+///   row hash in the same transaction, and the store listens on a connection of its own. The
+///   cache keeps sealed rows, opened again on every hit, and serves them only while its
+///   listener is known alive (its `LISTEN` holds and a heartbeat every
+///   ``Options/readCacheHeartbeat`` answers); when the listener drops, the cache is emptied and
+///   every get reads the database until `LISTEN` is back. A write by another process is seen
+///   within the notification's delivery (milliseconds); this process sees its own writes at
+///   once. **Limitation:** a row changed in SQL behind the store's back, without
+///   `NOTIFY tokenvault_changes`, is not seen by a cache that holds it until that row is
+///   written again, the listener reconnects or the process restarts. Refreshes never read from
+///   the cache: the re-read under the advisory lock goes to the database.
 ///
 /// Close the store with ``close()`` when done with it; the `vault` command's process just exits.
 public final class PostgresStore: CredentialStore, Sendable {
@@ -46,6 +59,13 @@ public final class PostgresStore: CredentialStore, Sendable {
         public var allowInsecurePermissions: Bool
         /// Create the schema and the vault's header row when they are missing. On by default.
         public var createIfMissing: Bool
+        /// Keep read rows in memory, invalidated by LISTEN/NOTIFY (see ``PostgresStore``). Off by default.
+        public var readCache: Bool
+        /// How often the cache's listener proves its connection alive; the cache serves nothing
+        /// once three heartbeats have gone unanswered. Default 1 s.
+        public var readCacheHeartbeat: Duration
+        /// The most rows the cache holds; past it, the cache starts again from empty. Default 100,000.
+        public var readCacheMaximumEntries: Int
 
         public init(
             operationTimeout: Duration = .seconds(10),
@@ -54,7 +74,10 @@ public final class PostgresStore: CredentialStore, Sendable {
             maximumKDFMemoryLimit: UInt64 = 1 << 30,
             maximumKDFOpsLimit: UInt64 = 32,
             allowInsecurePermissions: Bool = false,
-            createIfMissing: Bool = true
+            createIfMissing: Bool = true,
+            readCache: Bool = false,
+            readCacheHeartbeat: Duration = .seconds(1),
+            readCacheMaximumEntries: Int = 100_000
         ) {
             self.operationTimeout = operationTimeout
             self.connectTimeout = connectTimeout
@@ -63,6 +86,22 @@ public final class PostgresStore: CredentialStore, Sendable {
             self.maximumKDFOpsLimit = maximumKDFOpsLimit
             self.allowInsecurePermissions = allowInsecurePermissions
             self.createIfMissing = createIfMissing
+            self.readCache = readCache
+            self.readCacheHeartbeat = readCacheHeartbeat
+            self.readCacheMaximumEntries = readCacheMaximumEntries
+        }
+    }
+
+    /// The read cache as `TOKEN_VAULT_DATABASE_CACHE` asks: `1` (or `true`, `yes`, `on`) turns it
+    /// on; unset, empty, `0` (or `false`, `no`, `off`) leaves it off.
+    /// - Throws: `invalidInput` for any other value.
+    public static func readCacheFromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Bool {
+        let value = (environment["TOKEN_VAULT_DATABASE_CACHE"] ?? "").lowercased()
+        switch value {
+        case "", "0", "false", "no", "off": return false
+        case "1", "true", "yes", "on": return true
+        default:
+            throw VaultError(.invalidInput, "TOKEN_VAULT_DATABASE_CACHE must be 1 or 0, not \(value.debugDescription).")
         }
     }
 
@@ -77,6 +116,9 @@ public final class PostgresStore: CredentialStore, Sendable {
     let client: PostgresClient
     let logger: Logger
     private let runner: Task<Void, Never>
+    /// The read cache and its listener, with ``Options/readCache``.
+    let readCache: PostgresReadCache?
+    private let listener: Task<Void, Never>?
     /// The keys and the vault id; replaced by a rekey.
     let sealing: Mutex<Sealing>
 
@@ -92,9 +134,19 @@ public final class PostgresStore: CredentialStore, Sendable {
         self.runner = runner
         self.sealing = Mutex(sealing)
         self.logger = logger
+        if options.readCache {
+            let cache = PostgresReadCache(heartbeat: options.readCacheHeartbeat, maximumRows: max(1, options.readCacheMaximumEntries))
+            let vault = "the PostgreSQL vault \(configuration)"
+            readCache = cache
+            listener = Task { await PostgresReadCache.listen(cache, client: client, vault: vault, logger: logger) }
+        } else {
+            readCache = nil
+            listener = nil
+        }
     }
 
     deinit {
+        listener?.cancel()
         runner.cancel()
     }
 
@@ -128,8 +180,17 @@ public final class PostgresStore: CredentialStore, Sendable {
 
     /// Closes the pool's connections. Calls after this fail with `backendUnavailable`.
     public func close() {
+        listener?.cancel()
+        readCache?.setListening(false)
         runner.cancel()
     }
+
+    /// Whether the read cache serves gets now: it is on, its listener holds `LISTEN`, and its
+    /// last heartbeat is recent. `false` without ``Options/readCache``.
+    public var isReadCacheListening: Bool { readCache?.isServing ?? false }
+
+    /// How many gets the read cache has served (0 without ``Options/readCache``).
+    public var readCacheHits: Int { readCache?.hits ?? 0 }
 
     var current: Sealing { sealing.withLock { $0 } }
 
@@ -139,15 +200,41 @@ public final class PostgresStore: CredentialStore, Sendable {
     // MARK: CredentialStore
 
     public func load(_ key: CredentialKey) async throws -> Data? {
-        try await bounded("read \(key)") { connection in
-            try await self.load(key, on: connection)
+        guard let cache = readCache else {
+            return try await bounded("read \(key)") { connection in
+                try await self.load(key, on: connection)
+            }
         }
+        let sealing = current
+        let rowHash = sealing.keys.rowHash(key)
+        let cacheKey = Data(rowHash)
+        if let hit = cache.lookup(cacheKey) {
+            guard let row = hit else { return nil }
+            return try open(row.sealed, key: key, rowHash: rowHash, version: row.version, sealing: sealing)
+        }
+        let ticket = cache.ticket()
+        let row = try await bounded("read \(key)") { connection in
+            try await self.loadRow(rowHash, sealing: sealing, on: connection)
+        }
+        guard let row else {
+            if let ticket { cache.fill(cacheKey, nil, ticket: ticket) }
+            return nil
+        }
+        let secret = try open(row.sealed, key: key, rowHash: rowHash, version: row.version, sealing: sealing)
+        if let ticket { cache.fill(cacheKey, row, ticket: ticket) }  // only rows that opened
+        return secret
     }
 
     public func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) async throws {
         try Self.checkSize(secret, key)
+        defer { readCache?.invalidate(rowHashes: [Data(current.keys.rowHash(key))]) }
+        // An explicit transaction: the upsert's own reply comes before its commit (the extended
+        // protocol commits at Sync), and a server that dies in between has sent a reply for a
+        // write it never committed; COMMIT's reply comes only once the commit is durable.
         try await bounded("save \(key)") { connection in
-            try await self.save(secret, for: key, on: connection)
+            try await PostgresSQL.transaction(on: connection) {
+                try await self.save(secret, for: key, on: connection)
+            }
         }
     }
 
@@ -156,6 +243,7 @@ public final class PostgresStore: CredentialStore, Sendable {
         guard !entries.isEmpty else { return }
         for entry in entries { try Self.checkSize(entry.secret, entry.key) }
         let items = entries.map { ($0.key, $0.secret) }
+        defer { readCache?.invalidate(rowHashes: items.map { Data(current.keys.rowHash($0.0)) }) }
         try await bounded("save \(entries.count) entries") { connection in
             try await PostgresSQL.transaction(on: connection) {
                 for (key, secret) in items {
@@ -167,8 +255,9 @@ public final class PostgresStore: CredentialStore, Sendable {
 
     @discardableResult
     public func delete(_ key: CredentialKey) async throws -> Bool {
-        try await bounded("delete \(key)") { connection in
-            try await self.delete(key, on: connection)
+        defer { readCache?.invalidate(rowHashes: [Data(current.keys.rowHash(key))]) }
+        return try await bounded("delete \(key)") { connection in
+            try await PostgresSQL.transaction(on: connection) { try await self.delete(key, on: connection) }
         }
     }
 
@@ -198,6 +287,12 @@ public final class PostgresStore: CredentialStore, Sendable {
     func load(_ key: CredentialKey, on connection: PostgresConnection) async throws -> Data? {
         let sealing = current
         let rowHash = sealing.keys.rowHash(key)
+        guard let row = try await loadRow(rowHash, sealing: sealing, on: connection) else { return nil }
+        return try open(row.sealed, key: key, rowHash: rowHash, version: row.version, sealing: sealing)
+    }
+
+    /// The row at `rowHash` as stored (not opened), after checking the vault's identity.
+    func loadRow(_ rowHash: [UInt8], sealing: Sealing, on connection: PostgresConnection) async throws -> PostgresReadCache.Row? {
         let rows = try await connection.query(
             """
             SELECT h.vault_id, e.version, e.sealed FROM tokenvault_header h
@@ -208,7 +303,7 @@ public final class PostgresStore: CredentialStore, Sendable {
         guard let found else { throw headerMissing() }
         try checkVaultID(found.0, sealing)
         guard let version = found.1, let sealed = found.2 else { return nil }
-        return try open(Array(sealed), key: key, rowHash: rowHash, version: version, sealing: sealing)
+        return PostgresReadCache.Row(version: version, sealed: Array(sealed))
     }
 
     func open(_ sealed: [UInt8], key: CredentialKey, rowHash: [UInt8], version: Int64, sealing: Sealing) throws -> Data {
@@ -244,14 +339,18 @@ public final class PostgresStore: CredentialStore, Sendable {
         for _ in 0..<8 {
             let sealed = try sealing.keys.seal(
                 key, secret: secret, associatedData: Self.associatedData(vaultID: sealing.vaultID, rowHash: rowHash, version: version))
+            // One statement, so one transaction (or the caller's): the row and its NOTIFY
+            // (for the read caches of every process) commit together.
             let rows = try await connection.query(
                 """
-                INSERT INTO tokenvault_entries (row_hash, service_hash, version, sealed)
-                SELECT \(Data(rowHash)), \(Data(serviceHash)), \(version), \(Data(sealed))
-                FROM tokenvault_header WHERE id = 1 AND vault_id = \(Data(sealing.vaultID))
-                ON CONFLICT (row_hash) DO UPDATE SET service_hash = EXCLUDED.service_hash, version = EXCLUDED.version, sealed = EXCLUDED.sealed
-                WHERE tokenvault_entries.version < EXCLUDED.version
-                RETURNING version
+                WITH written AS (
+                    INSERT INTO tokenvault_entries (row_hash, service_hash, version, sealed)
+                    SELECT \(Data(rowHash)), \(Data(serviceHash)), \(version), \(Data(sealed))
+                    FROM tokenvault_header WHERE id = 1 AND vault_id = \(Data(sealing.vaultID))
+                    ON CONFLICT (row_hash) DO UPDATE SET service_hash = EXCLUDED.service_hash, version = EXCLUDED.version, sealed = EXCLUDED.sealed
+                    WHERE tokenvault_entries.version < EXCLUDED.version
+                    RETURNING version)
+                SELECT version, pg_notify(\(PostgresReadCache.channel), \(PostgresReadCache.payload(rowHash))) FROM written
                 """, logger: logger)
             var written = false
             for try await _ in rows { written = true }
@@ -276,9 +375,11 @@ public final class PostgresStore: CredentialStore, Sendable {
         let rowHash = sealing.keys.rowHash(key)
         let rows = try await connection.query(
             """
-            DELETE FROM tokenvault_entries WHERE row_hash = \(Data(rowHash))
-            AND EXISTS (SELECT 1 FROM tokenvault_header WHERE id = 1 AND vault_id = \(Data(sealing.vaultID)))
-            RETURNING 1
+            WITH deleted AS (
+                DELETE FROM tokenvault_entries WHERE row_hash = \(Data(rowHash))
+                AND EXISTS (SELECT 1 FROM tokenvault_header WHERE id = 1 AND vault_id = \(Data(sealing.vaultID)))
+                RETURNING 1)
+            SELECT pg_notify(\(PostgresReadCache.channel), \(PostgresReadCache.payload(rowHash))) FROM deleted
             """, logger: logger)
         var deleted = false
         for try await _ in rows { deleted = true }

@@ -118,7 +118,9 @@ struct GlobalOptions: ParsableArguments {
         let database = try PostgresStore.Configuration.fromEnvironment(allowInsecurePermissions: configuration.allowInsecurePermissions)
         let store = try await PostgresStore.open(
             database, keySource: keySource,
-            options: PostgresStore.Options(allowInsecurePermissions: configuration.allowInsecurePermissions, createIfMissing: createIfMissing))
+            options: PostgresStore.Options(
+                allowInsecurePermissions: configuration.allowInsecurePermissions, createIfMissing: createIfMissing,
+                readCache: try PostgresStore.readCacheFromEnvironment()))
         return (Vault(store: store, reason: "the postgres backend was requested (\(database))"), store)
     }
 

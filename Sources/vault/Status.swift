@@ -172,16 +172,19 @@ struct RefreshCount {
 
 extension VaultCommand.Status {
     /// The postgres backend's status: where the database is (no password), the server's
-    /// version, this connection's TLS, the schema version and the entry count.
+    /// version, this connection's TLS, the schema version, the entry count and the refresh counts.
     func postgresStatus() async throws {
         let database = try PostgresStore.Configuration.fromEnvironment()
         var failure: VaultError?
         var status: PostgresStore.Status?
         var noVaultYet = false
+        // How many tokens the vault refreshes by itself, as for the other backends.
+        var refresh: RefreshCount?
         do {
             let opened = try await global.openPostgres(createIfMissing: false)
             defer { opened.store.close() }
             status = try await opened.store.status()
+            refresh = await RefreshCount.of(try await opened.vault.keys(), in: opened.vault)
         } catch let error as VaultError where error.code == .notFound {
             noVaultYet = true
         } catch let error as VaultError {
@@ -200,6 +203,7 @@ extension VaultCommand.Status {
                     "vault_exists": !noVaultYet && failure == nil,
                 ] as [String: Any],
                 "entries": entries,
+                "refresh": refresh.map { $0.json as Any } ?? NSNull(),
             ]
             if let failure { object["error"] = ["code": "\(failure.code)", "message": failure.message] }
             try Output.json(object)
@@ -212,6 +216,7 @@ extension VaultCommand.Status {
                 rows.append(["TLS:", status.tls ?? "none"])
                 rows.append(["schema version:", "\(status.schemaVersion)"])
                 rows.append(["entries:", "\(status.entries)"])
+                if let refresh, status.entries > 0 { rows.append(["refresh:", refresh.summary]) }
             } else if noVaultYet {
                 rows.append(["entries:", "0"])
             }

@@ -188,7 +188,39 @@ func run() async throws {
     }
 }
 
+/// The durability test's writer and reader (Tests/Integration/Postgres), on the vault of the
+/// TOKEN_VAULT_* environment:
+///   --save-loop SERVICE   saves "value-N" under (SERVICE, "nN") for N = 0, 1, …, printing
+///                         "saved N" once each save has returned, until killed;
+///   --read-back SERVICE   prints "have N" for each entry of SERVICE that holds "value-N".
+func durability(_ mode: String, service: String) async throws {
+    let environment = ProcessInfo.processInfo.environment
+    let store: any CredentialStore
+    if environment["TOKEN_VAULT_BACKEND"] == "postgres" {
+        guard let keyFile = environment["TOKEN_VAULT_KEY_FILE"] else { throw Failure("no TOKEN_VAULT_KEY_FILE") }
+        store = try await PostgresStore.open(.fromEnvironment(), keySource: .keyFile(keyFile))
+    } else {
+        store = try await Vault.open(try VaultConfiguration.fromEnvironment(environment)).store
+    }
+    if mode == "--save-loop" {
+        var number = 0
+        while true {
+            try await store.save(Data("value-\(number)".utf8), for: try CredentialKey(service: service, account: "n\(number)"))
+            FileHandle.standardOutput.write(Data("saved \(number)\n".utf8))
+            number += 1
+        }
+    }
+    for key in try await store.keys(service: service) {
+        guard let number = Int(key.account.dropFirst()), try await store.load(key) == Data("value-\(number)".utf8) else { continue }
+        FileHandle.standardOutput.write(Data("have \(number)\n".utf8))
+    }
+}
+
 do {
+    if CommandLine.arguments.count == 3, ["--save-loop", "--read-back"].contains(CommandLine.arguments[1]) {
+        try await durability(CommandLine.arguments[1], service: CommandLine.arguments[2])
+        exit(0)
+    }
     try await run()
 } catch {
     FileHandle.standardError.write(Data("refresh-stress: \(error)\n".utf8))

@@ -50,6 +50,21 @@ extension PostgresTests {
             let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
             #expect(object["entries"] as? Int == 1)
             #expect((object["database"] as? [String: Any])?["schema_version"] as? Int == 1)
+            // The refresh counts, as for the file vault: one token, stored without a refresh token.
+            let refresh = try #require(object["refresh"] as? [String: Int], "status --json has no refresh counts: \(result.stdout)")
+            #expect(refresh["tokens"] == 1 && refresh["self"] == 0, "\(refresh)")
+            result = try vault(sandbox, environment, ["status"] + pg)
+            #expect(result.stdout.contains("refresh:") && result.stdout.contains("automatic for 0 of 1 token"), "\(result.stdout)")
+
+            // The read cache, asked for by the environment, reads the same; a bad value is a clear error.
+            var cached = environment
+            cached["TOKEN_VAULT_DATABASE_CACHE"] = "1"
+            result = try vault(sandbox, cached, ["get", "svc", "acct"] + pg)
+            #expect(result.status == 0 && result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "pg-cli-access-token", "\(result)")
+            cached["TOKEN_VAULT_DATABASE_CACHE"] = "sometimes"
+            result = try vault(sandbox, cached, ["get", "svc", "acct"] + pg)
+            #expect(result.status == 1 && result.stderr.contains("TOKEN_VAULT_DATABASE_CACHE"), "\(result)")
+            #expect(!result.stderr.contains("Fatal error"), "\(result.stderr)")
 
             result = try vault(sandbox, environment, ["delete", "svc", "acct"] + pg)
             #expect(result.status == 0, "\(result)")

@@ -77,26 +77,35 @@ extension PostgresTests {
             try postgres.control("restart", ["immediate"])
             #expect(try await store.load(first) == Data("before".utf8))
 
-            // During calls: writers keep saving while the server restarts under them. Every save
-            // that returned is there afterwards; a save that failed says so with a VaultError.
+            // During calls: writers keep saving while the server restarts under them. The restart
+            // starts once a first save is acknowledged, and the writers go on until it is over and
+            // a few more saves have gone through. Every save that returned is there afterwards; a
+            // save that failed says so with a VaultError.
             let acknowledged = Acknowledged()
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for writer in 0..<4 {
                     group.addTask {
-                        for index in 0..<40 {
-                            let number = writer * 1000 + index
+                        var afterRestart = 0
+                        for index in 0..<2000 {
+                            let number = writer * 10000 + index
+                            let restarted = acknowledged.restarted.withLock { $0 }
                             do {
                                 try await store.save(Data("value-\(number)".utf8), for: CredentialKey(service: "restart", account: "n\(number)"))
                                 acknowledged.numbers.withLock { $0.append(number) }
                             } catch let error as VaultError {
                                 #expect(error.code == .backendUnavailable, "\(error.message)")
                             }
+                            if restarted { afterRestart += 1 }
+                            if afterRestart >= 5 { break }
                         }
                     }
                 }
                 group.addTask {
-                    try await Task.sleep(for: .milliseconds(150))
+                    try await eventually("a first acknowledged save", bound: .seconds(30)) {
+                        !acknowledged.numbers.withLock { $0.isEmpty }
+                    }
                     try postgres.control("restart", ["immediate"])
+                    acknowledged.restarted.withLock { $0 = true }
                 }
                 try await group.waitForAll()
             }
@@ -129,4 +138,6 @@ extension PostgresTests {
 /// The saves that returned, from several tasks.
 final class Acknowledged: Sendable {
     let numbers = Mutex<[Int]>([])
+    /// Set once the server's restart is over.
+    let restarted = Mutex(false)
 }

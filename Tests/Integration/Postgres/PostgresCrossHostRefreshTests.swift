@@ -35,20 +35,49 @@ extension PostgresTests {
             return Host(directory: directory, environment: environment)
         }
 
-        private func start(
+        /// Process `index` of `host`: a refresh-stress child that says it is ready once it has
+        /// opened the vault, then waits for `goFile`.
+        private func launch(
             _ host: Host, index: Int, server: TestOAuthServer, service: String, tasks: Int, lockTimeout: Double, goFile: String,
             holdFile: String? = nil
-        ) throws -> HelperProcess {
-            let child = try HelperProcess(
-                "refresh-stress",
+        ) -> HelperProcess.Launch {
+            HelperProcess.Launch(
                 arguments: [
                     "--server", server.url.absoluteString, "--service", service, "--accounts", "acct", "--tasks", String(tasks),
                     "--leeway", "1", "--lock-timeout", String(lockTimeout),
                     "--ready-file", host.directory.file("\(index).ready"), "--go-file", goFile,
                 ] + (holdFile.map { ["--hold-file", $0] } ?? []),
-                environment: host.environment, outputPath: host.directory.file("\(index).out"))
-            try child.start()
-            return child
+                environment: host.environment, outputPath: host.directory.file("\(index).out"), readyFile: host.directory.file("\(index).ready"))
+        }
+
+        /// `processes` processes on each of `hosts` new hosts, started and ready (waiting for `goFile`).
+        private func startHosts(
+            _ hosts: Int, processes: Int, postgres: TestPostgres, database: String, keyFile: String, server: TestOAuthServer,
+            service: String, tasks: Int, goFile: String
+        ) async throws -> (hosts: [Host], children: [HelperProcess]) {
+            let made = try (0..<hosts).map { _ in try makeHost(postgres, database: database, keyFile: keyFile) }
+            let launches = made.flatMap { host in
+                (0..<processes).map { index in
+                    launch(host, index: index, server: server, service: service, tasks: tasks, lockTimeout: 20, goFile: goFile)
+                }
+            }
+            return (made, try await HelperProcess.startAll("refresh-stress", launches))
+        }
+
+        /// The holder: one process that takes the lock inside its refresh, creates `holdFile`
+        /// and hangs there. Returns once it holds the lock.
+        private func startHolder(
+            postgres: TestPostgres, database: String, keyFile: String, server: TestOAuthServer, service: String, keep: TemporaryDirectory
+        ) async throws -> (process: HelperProcess, host: Host) {
+            let host = try makeHost(postgres, database: database, keyFile: keyFile)
+            let holdFile = keep.file("held")
+            let go = keep.file("holder-go")
+            let holder = try await HelperProcess.startAll(
+                "refresh-stress",
+                [launch(host, index: 0, server: server, service: service, tasks: 1, lockTimeout: 20, goFile: go, holdFile: holdFile)])[0]
+            #expect(FileManager.default.createFile(atPath: go, contents: Data()))
+            try await eventually("the holder taking the lock") { FileManager.default.fileExists(atPath: holdFile) }
+            return (holder, host)
         }
 
         private func seed(_ postgres: TestPostgres, _ server: TestOAuthServer, user: String) async throws
@@ -72,18 +101,9 @@ extension PostgresTests {
             let user = uniqueName("hosts")
             let (database, keyFile, key, seeded, keep) = try await seed(postgres, server, user: user)
             let goFile = keep.file("go")
-            var hosts: [Host] = []
-            var children: [HelperProcess] = []
-            for _ in 0..<3 {
-                let host = try makeHost(postgres, database: database, keyFile: keyFile)
-                hosts.append(host)
-                for index in 0..<3 {
-                    children.append(try start(host, index: index, server: server, service: key.service, tasks: 4, lockTimeout: 20, goFile: goFile))
-                }
-            }
-            try await eventually("every process opening the vault") {
-                hosts.allSatisfy { host in (0..<3).allSatisfy { FileManager.default.fileExists(atPath: host.directory.file("\($0).ready")) } }
-            }
+            let (hosts, children) = try await startHosts(
+                3, processes: 3, postgres: postgres, database: database, keyFile: keyFile, server: server, service: key.service, tasks: 4,
+                goFile: goFile)
             #expect(FileManager.default.createFile(atPath: goFile, contents: Data()))
             var records: [[String: String]] = []
             for child in children {
@@ -105,6 +125,7 @@ extension PostgresTests {
             #expect(stats.refreshRequests == 1)
             #expect(stats.reuseDetected == 0)
             #expect(stats.familiesRevoked == 0)
+            withExtendedLifetime(hosts) {}  // their directories outlive the processes
         }
 
         /// The holder stops inside its refresh (lock held, nothing sent); then it is killed with
@@ -116,31 +137,19 @@ extension PostgresTests {
             let server = try TestOAuthServer.require()
             let user = uniqueName("holder")
             let (database, keyFile, key, seeded, keep) = try await seed(postgres, server, user: user)
-            let holderHost = try makeHost(postgres, database: database, keyFile: keyFile)
-            let holdFile = keep.file("held")
-            let holderGo = keep.file("holder-go")
-            let holder = try start(
-                holderHost, index: 0, server: server, service: key.service, tasks: 1, lockTimeout: 20, goFile: holderGo, holdFile: holdFile)
-            defer { holder.kill9() }
-            try await eventually("the holder getting ready") { FileManager.default.fileExists(atPath: holderHost.directory.file("0.ready")) }
-            #expect(FileManager.default.createFile(atPath: holderGo, contents: Data()))
-            try await eventually("the holder taking the lock") { FileManager.default.fileExists(atPath: holdFile) }
+            let (holder, holderHost) = try await startHolder(
+                postgres: postgres, database: database, keyFile: keyFile, server: server, service: key.service, keep: keep)
+            defer {
+                holder.kill9()
+                withExtendedLifetime(holderHost) {}
+            }
             let locks = try postgres.sql(database, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")
             #expect(locks == "1", "the holder holds one advisory lock")
 
             let goFile = keep.file("go")
-            var waiters: [HelperProcess] = []
-            var hosts: [Host] = []
-            for _ in 0..<2 {
-                let host = try makeHost(postgres, database: database, keyFile: keyFile)
-                hosts.append(host)
-                for index in 0..<2 {
-                    waiters.append(try start(host, index: index, server: server, service: key.service, tasks: 3, lockTimeout: 20, goFile: goFile))
-                }
-            }
-            try await eventually("every waiter opening the vault") {
-                hosts.allSatisfy { host in (0..<2).allSatisfy { FileManager.default.fileExists(atPath: host.directory.file("\($0).ready")) } }
-            }
+            let (hosts, waiters) = try await startHosts(
+                2, processes: 2, postgres: postgres, database: database, keyFile: keyFile, server: server, service: key.service, tasks: 3,
+                goFile: goFile)
             #expect(FileManager.default.createFile(atPath: goFile, contents: Data()))
             // Everyone waits on the lock: one backend per waiting process.
             try await eventually("the waiters queueing on the lock") {
@@ -176,6 +185,7 @@ extension PostgresTests {
             let stats = try await server.stats(user: user)
             #expect(stats.refreshRequests == 1, "the holder sent nothing; one waiter refreshed")
             #expect(stats.reuseDetected == 0)
+            withExtendedLifetime((hosts, holder)) {}
         }
 
         /// The wait itself is bounded: a holder that never lets go makes the others fail with
@@ -185,14 +195,12 @@ extension PostgresTests {
             let server = try TestOAuthServer.require()
             let user = uniqueName("bounded")
             let (database, keyFile, key, _, keep) = try await seed(postgres, server, user: user)
-            let holderHost = try makeHost(postgres, database: database, keyFile: keyFile)
-            let holdFile = keep.file("held")
-            let go = keep.file("go")
-            let holder = try start(holderHost, index: 0, server: server, service: key.service, tasks: 1, lockTimeout: 20, goFile: go, holdFile: holdFile)
-            defer { holder.kill9() }
-            try await eventually("the holder getting ready") { FileManager.default.fileExists(atPath: holderHost.directory.file("0.ready")) }
-            #expect(FileManager.default.createFile(atPath: go, contents: Data()))
-            try await eventually("the holder taking the lock") { FileManager.default.fileExists(atPath: holdFile) }
+            let (holder, holderHost) = try await startHolder(
+                postgres: postgres, database: database, keyFile: keyFile, server: server, service: key.service, keep: keep)
+            defer {
+                holder.kill9()
+                withExtendedLifetime(holderHost) {}
+            }
 
             let store = try await postgres.open(database, keySource: .keyFile(keyFile))
             defer { store.close() }

@@ -24,24 +24,20 @@ import Glibc
         processes: Int, tasks: Int = 8, lockTimeout: Double = 10, storedDescription: Bool = false, label: String
     ) async throws -> [[String: String]] {
         let goFile = scratch.path("\(label).go")
-        var children: [HelperProcess] = []
-        for index in 0..<processes {
-            let child = try HelperProcess(
-                "refresh-stress",
-                arguments: [
-                    "--server", server.url.absoluteString, "--service", service,
-                    "--accounts", accounts.joined(separator: ","), "--tasks", String(tasks), "--leeway", "1",
-                    "--lock-timeout", String(lockTimeout),
-                    "--ready-file", scratch.path("\(label)-\(index).ready"), "--go-file", goFile,
-                ] + (storedDescription ? ["--stored-description"] : []),
-                environment: scratch.environment(store), outputPath: scratch.path("\(label)-\(index).out"))
-            try child.start()
-            children.append(child)
-        }
-        // Start every caller at once: wait until each process has opened the vault.
-        try await eventually("all \(processes) processes getting ready") {
-            (0..<processes).allSatisfy { FileManager.default.fileExists(atPath: scratch.path("\(label)-\($0).ready")) }
-        }
+        // Start every caller at once: each process first opens the vault and says it is ready.
+        let children = try await HelperProcess.startAll(
+            "refresh-stress",
+            (0..<processes).map { index in
+                HelperProcess.Launch(
+                    arguments: [
+                        "--server", server.url.absoluteString, "--service", service,
+                        "--accounts", accounts.joined(separator: ","), "--tasks", String(tasks), "--leeway", "1",
+                        "--lock-timeout", String(lockTimeout),
+                        "--ready-file", scratch.path("\(label)-\(index).ready"), "--go-file", goFile,
+                    ] + (storedDescription ? ["--stored-description"] : []),
+                    environment: scratch.environment(store), outputPath: scratch.path("\(label)-\(index).out"),
+                    readyFile: scratch.path("\(label)-\(index).ready"))
+            })
         #expect(FileManager.default.createFile(atPath: goFile, contents: Data()))
         var records: [[String: String]] = []
         for child in children {
