@@ -47,6 +47,7 @@ package.targets += [
     .target(
         name: "TokenVault",
         dependencies: [
+            "CCurl",
             "CLibSecret",
             "CSodium",
             .product(name: "Logging", package: "swift-log"),
@@ -58,6 +59,12 @@ package.targets += [
     // Building needs no libsecret or GLib headers; running the Secret Service backend needs the
     // libsecret-1-0 package (without it, that backend is a clear `backendUnavailable`).
     .target(name: "CLibSecret"),
+    // libcurl through dlopen, on the first HTTP request (issue 17): the token endpoint client's
+    // transport. Nothing links libcurl, so a command that sends no request never maps it and its
+    // ~28 libraries, and a package that depends on TokenVault builds with --static-swift-stdlib
+    // without libcurl.so (FoundationNetworking, which named -lcurl, is no longer imported).
+    // Running a refresh or a login needs the libcurl4 package.
+    .target(name: "CCurl"),
     // System library, imported `internal` only: no C type reaches the public API.
     .systemLibrary(
         name: "CSodium",

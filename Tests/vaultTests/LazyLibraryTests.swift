@@ -2,8 +2,8 @@ import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 
-/// libsecret and GLib are opened only when the Secret Service is used (issue 17): a file-vault
-/// command never maps them. The dynamic loader says which objects it loads (LD_DEBUG=files), so
+/// libsecret and GLib are opened only when the Secret Service is used, and libcurl only when a
+/// command sends an HTTP request (issue 17): a file-vault command never maps any of them. The dynamic loader says which objects it loads (LD_DEBUG=files), so
 /// the test sees what the process really mapped, not what `ldd` predicts.
 @Suite struct LazyLibraryTests {
     /// The objects the loader mapped for one run, from LD_DEBUG=files on stderr.
@@ -45,5 +45,45 @@ import Testing
         let libraries = Self.loaded(result)
         #expect(libraries.contains { $0.contains("libsecret-1.so.0") }, "libsecret was not loaded: \(libraries.suffix(20))")
         #expect(result.stderr.contains("Secret Service"), "\(result.stderr.suffix(400))")
+    }
+
+    /// libcurl and its ~28 libraries (GnuTLS, OpenSSL, Kerberos, LDAP, ...) come only with an
+    /// HTTP request: not with `--version`, not with a file-vault command, not even with a token
+    /// that has a token endpoint but is still fresh.
+    @Test func commandsThatSendNoRequestNeverMapLibcurl() throws {
+        let sandbox = try CLISandbox()
+        let debug = ["LD_DEBUG": "files"]
+        let response = Data(#"{"access_token":"gho_lazyCurl1","token_type":"bearer","expires_in":3600,"refresh_token":"ghr_lazyCurl1"}"#.utf8)
+        let commands: [([String], Data)] = [
+            (["--version"], Data()),
+            (["set", "github"] + sandbox.fileVault, Data("gho_lazyCurl0\n".utf8)),
+            (["get", "github"] + sandbox.fileVault, Data()),
+            (["set", "api", "--token-url", "http://127.0.0.1:1/token", "--client-id", "lazy"] + sandbox.fileVault, response),
+            (["get", "api"] + sandbox.fileVault, Data()),
+            (["get", "api", "--fresh"] + sandbox.fileVault, Data()),
+            (["list"] + sandbox.fileVault, Data()),
+        ]
+        for (arguments, stdin) in commands {
+            let result = try sandbox.run("vault", arguments, stdin: stdin, environment: debug)
+            #expect(result.status == 0, "\(arguments): exit \(result.status) \(result.stderr.suffix(300))")
+            let libraries = Self.loaded(result)
+            #expect(!libraries.isEmpty, "LD_DEBUG=files reported nothing for \(arguments)")
+            let curl = libraries.filter { $0.contains("libcurl") }
+            #expect(curl.isEmpty, "vault \(arguments.prefix(2)) mapped \(Set(curl).sorted())")
+        }
+    }
+
+    /// The control: a refresh does open libcurl (here against a port where nothing listens; the
+    /// integration tests refresh against the real server the same way).
+    @Test func aRefreshLoadsLibcurlOnUse() throws {
+        let sandbox = try CLISandbox()
+        let response = Data(#"{"access_token":"gho_lazyCurl2","token_type":"bearer","expires_in":3600,"refresh_token":"ghr_lazyCurl2"}"#.utf8)
+        let set = try sandbox.run(
+            "vault", ["set", "api", "--token-url", "http://127.0.0.1:1/token", "--client-id", "lazy"] + sandbox.fileVault, stdin: response)
+        #expect(set.status == 0, "\(set.stderr)")
+        let result = try sandbox.run("vault", ["refresh", "api"] + sandbox.fileVault, environment: ["LD_DEBUG": "files"])
+        #expect(result.status != 0)
+        #expect(Self.loaded(result).contains { $0.contains("libcurl.so.4") }, "libcurl was not loaded: \(Self.loaded(result).suffix(20))")
+        #expect(result.stderr.contains("refused"), "\(result.stderr.suffix(400))")
     }
 }

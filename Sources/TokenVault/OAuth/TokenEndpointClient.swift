@@ -1,7 +1,7 @@
 import Foundation
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
+internal import CCurl
+#if canImport(Glibc)
+internal import Glibc
 #endif
 
 /// Sends OAuth requests to a token endpoint (and a device authorization endpoint) the way the
@@ -95,16 +95,17 @@ public struct TokenEndpointClient: Sendable {
     ) async throws -> (Data, Date) {
         try RefreshDescription.checkEndpoint(url, role: role)
         var fields = form
-        var request = URLRequest(url: url)
-        request.httpMethod = "POST"
-        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
-        request.timeoutInterval = Self.seconds(requestTimeout)
+        var headers = [
+            "Content-Type: application/x-www-form-urlencoded",
+            "Accept: application/json",
+            // No `Expect: 100-continue` round trip before a body of more than 1 KiB.
+            "Expect:",
+        ]
         let authentication = description.clientAuthentication
         switch (authentication.method, authentication.secret) {
         case ("client_secret_basic", let secret?):
             let credentials = "\(FormEncoding.encode(description.clientID)):\(FormEncoding.encode(secret))"
-            request.setValue("Basic \(Data(credentials.utf8).base64EncodedString())", forHTTPHeaderField: "Authorization")
+            headers.append("Authorization: Basic \(Data(credentials.utf8).base64EncodedString())")
         case ("client_secret_post", let secret?):
             fields.append(("client_id", description.clientID))
             fields.append(("client_secret", secret))
@@ -114,26 +115,29 @@ public struct TokenEndpointClient: Sendable {
         for (name, value) in description.additionalParameters.sorted(by: { $0.key < $1.key }) {
             fields.append((name, value))
         }
-        request.httpBody = FormEncoding.body(fields)
+        let body = FormEncoding.body(fields)
 
         let where_ = "The \(role) \(RefreshDescription.safe(url))"
-        let session = Self.session(timeout: requestTimeout)
-        defer { session.finishTasksAndInvalidate() }
+        do {
+            try HTTPTransport.require()
+        } catch let error as VaultError {
+            throw VaultError(.networkFailure, "\(where_) cannot be asked: \(error.message)", underlying: error)
+        }
         var lastReason = ""
         for attempt in 1...maximumAttempts {
             try Task.checkCancellation()
             var wait: Duration?
             do {
-                let (data, response) = try await Self.send(request, session: session, timeout: requestTimeout)
+                let response = try await HTTPTransport.post(url, headers: headers, body: body, timeout: requestTimeout)
                 let receivedAt = clock.now()
-                guard let http = response as? HTTPURLResponse else {
+                let status = response.status
+                guard status >= 100 else {
                     throw VaultError(.httpError, "\(where_) did not answer with HTTP.")
                 }
-                let status = http.statusCode
                 if (200..<300).contains(status) {
-                    return (data, receivedAt)
+                    return (response.body, receivedAt)
                 }
-                let oauthError = Self.oauthError(in: data)
+                let oauthError = Self.oauthError(in: response.body)
                 let transient = status >= 500 || status == 429 || oauthError?.error == "temporarily_unavailable"
                 if !transient {
                     if let oauthError {
@@ -142,10 +146,12 @@ public struct TokenEndpointClient: Sendable {
                     }
                     throw VaultError(
                         .httpError,
-                        "\(where_) answered HTTP \(status)\(Self.kind(of: http)), which is not an OAuth response.")
+                        "\(where_) answered HTTP \(status)\(Self.kind(of: response)), which is not an OAuth response.")
                 }
-                lastReason = "HTTP \(status)\(Self.kind(of: http))" + (oauthError.map { " (\($0.error))" } ?? "")
-                if status == 429 || status == 503, let retryAfter = Self.retryAfter(http, now: receivedAt) {
+                lastReason = "HTTP \(status)\(Self.kind(of: response))" + (oauthError.map { " (\($0.error))" } ?? "")
+                if status == 429 || status == 503,
+                    let retryAfter = Self.retryAfter(response.value(forHeader: "Retry-After"), now: receivedAt)
+                {
                     guard retryAfter <= maximumRetryAfter else {
                         throw VaultError(
                             .networkFailure,
@@ -155,14 +161,18 @@ public struct TokenEndpointClient: Sendable {
                 }
             } catch let error as VaultError {
                 throw error
-            } catch let error as URLError {
-                if error.code == .cancelled || Task.isCancelled {
+            } catch let failure as HTTPTransport.Failure {
+                if failure.aborted || Task.isCancelled {
                     throw VaultError(.cancelled, "\(where_): the request was cancelled.")
                 }
-                guard Self.isTransient(error) else {
-                    throw VaultError(.networkFailure, "\(where_) could not be reached: \(Self.reason(error)).", underlying: error)
+                if failure.bodyTooLarge {
+                    throw VaultError(
+                        .httpError, "\(where_) answered with a body of more than \(HTTPTransport.maximumBodySize) bytes, which is not an OAuth response.")
                 }
-                lastReason = Self.reason(error)
+                guard Self.isTransient(failure) else {
+                    throw VaultError(.networkFailure, "\(where_) could not be reached: \(Self.reason(failure)).", underlying: failure)
+                }
+                lastReason = Self.reason(failure)
             } catch is CancellationError {
                 throw VaultError(.cancelled, "\(where_): the request was cancelled.")
             } catch {
@@ -179,76 +189,6 @@ public struct TokenEndpointClient: Sendable {
         throw VaultError(
             .networkFailure,
             "\(where_) failed \(maximumAttempts) time(s); the last attempt: \(lastReason). Check the network and the endpoint, then try again.")
-    }
-
-    /// Sends `request`, bounded by `timeout` on a clock of its own: URLSession's own time-out is
-    /// an idle timer that a loaded machine can stretch, and a caller was promised a bound. The
-    /// first of the answer and the deadline wins; the loser is cancelled and not waited for.
-    private static func send(_ request: URLRequest, session: URLSession, timeout: Duration) async throws -> (Data, URLResponse) {
-        let race = Race()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Data, URLResponse), any Error>) in
-                race.set(continuation)
-                race.add(Task {
-                    do {
-                        race.finish(.success(try await session.data(for: request)))
-                    } catch {
-                        race.finish(.failure(error))
-                    }
-                })
-                race.add(Task {
-                    try? await Task.sleep(for: timeout + .milliseconds(100))
-                    race.finish(.failure(URLError(.timedOut)))
-                })
-            }
-        } onCancel: {
-            race.finish(.failure(CancellationError()))
-        }
-    }
-
-    /// Resumes a continuation once, with whichever result comes first, and cancels the rest.
-    private final class Race: @unchecked Sendable {
-        private let lock = NSLock()
-        private var continuation: CheckedContinuation<(Data, URLResponse), any Error>?
-        private var pending: Result<(Data, URLResponse), any Error>?
-        private var tasks: [Task<Void, Never>] = []
-        private var done = false
-
-        func set(_ continuation: CheckedContinuation<(Data, URLResponse), any Error>) {
-            lock.lock()
-            if let pending {
-                lock.unlock()
-                continuation.resume(with: pending)
-                return
-            }
-            self.continuation = continuation
-            lock.unlock()
-        }
-
-        func add(_ task: Task<Void, Never>) {
-            lock.lock()
-            let cancel = done
-            if !cancel { tasks.append(task) }
-            lock.unlock()
-            if cancel { task.cancel() }
-        }
-
-        func finish(_ result: Result<(Data, URLResponse), any Error>) {
-            lock.lock()
-            guard !done else {
-                lock.unlock()
-                return
-            }
-            done = true
-            let continuation = self.continuation
-            self.continuation = nil
-            if continuation == nil { pending = result }
-            let losers = tasks
-            tasks = []
-            lock.unlock()
-            for task in losers { task.cancel() }
-            continuation?.resume(with: result)
-        }
     }
 
     /// What an OAuth error response means for the caller.
@@ -280,65 +220,53 @@ public struct TokenEndpointClient: Sendable {
             errorURI: fields["error_uri"]?.stringValue)
     }
 
-    private static func kind(of response: HTTPURLResponse) -> String {
-        guard let type = response.value(forHTTPHeaderField: "Content-Type")?.split(separator: ";").first else { return "" }
+    private static func kind(of response: HTTPTransport.Response) -> String {
+        guard let type = response.value(forHeader: "Content-Type")?.split(separator: ";").first else { return "" }
         let plain = type.trimmingCharacters(in: .whitespaces)
         guard plain.count <= 60, plain.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else { return "" }
         return " with a \(plain) body"
     }
 
     /// `Retry-After` as seconds or an HTTP date (RFC 9110 §10.2.3).
-    static func retryAfter(_ response: HTTPURLResponse, now: Date) -> Duration? {
-        guard let value = response.value(forHTTPHeaderField: "Retry-After")?.trimmingCharacters(in: .whitespaces) else {
-            return nil
-        }
+    static func retryAfter(_ header: String?, now: Date) -> Duration? {
+        guard let value = header?.trimmingCharacters(in: .whitespaces) else { return nil }
         if let seconds = Int(value), seconds >= 0 { return .seconds(seconds) }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: value) else { return nil }
+        guard let date = HTTPDate.parse(value) else { return nil }
         return .milliseconds(Int(max(0, date.timeIntervalSince(now)) * 1000))
     }
 
-    private static func isTransient(_ error: URLError) -> Bool {
-        switch error.code {
-        case .timedOut, .cannotConnectToHost, .networkConnectionLost, .notConnectedToInternet, .cannotFindHost,
-            .dnsLookupFailed, .badServerResponse, .zeroByteResource, .cannotParseResponse:
+    private static func isTransient(_ failure: HTTPTransport.Failure) -> Bool {
+        if failure.timedOut { return true }
+        switch failure.code {
+        case Int32(TV_CURLE_COULDNT_CONNECT), Int32(TV_CURLE_COULDNT_RESOLVE_HOST), Int32(TV_CURLE_COULDNT_RESOLVE_PROXY),
+            Int32(TV_CURLE_SEND_ERROR), Int32(TV_CURLE_RECV_ERROR), Int32(TV_CURLE_GOT_NOTHING), Int32(TV_CURLE_PARTIAL_FILE),
+            Int32(TV_CURLE_WEIRD_SERVER_REPLY), Int32(TV_CURLE_HTTP2), Int32(TV_CURLE_HTTP2_STREAM):
             return true
         default:
             return false
         }
     }
 
-    private static func reason(_ error: URLError) -> String {
-        switch error.code {
-        case .timedOut: "no answer within the time-out"
-        case .cannotConnectToHost: "the connection was refused"
-        case .networkConnectionLost: "the connection was lost"
-        case .cannotFindHost, .dnsLookupFailed: "the host name did not resolve"
-        case .notConnectedToInternet: "no network"
-        case .serverCertificateUntrusted, .serverCertificateHasBadDate, .serverCertificateHasUnknownRoot,
-            .serverCertificateNotYetValid, .secureConnectionFailed:
-            "the TLS connection failed (certificate or handshake)"
-        default: "URL error \(error.code.rawValue)"
+    /// What went wrong, in words that name no URL, header or body.
+    private static func reason(_ failure: HTTPTransport.Failure) -> String {
+        if failure.timedOut { return "no answer within the time-out" }
+        switch failure.code {
+        case Int32(TV_CURLE_COULDNT_CONNECT):
+            return failure.osErrno == ECONNREFUSED ? "the connection was refused" : "could not connect (\(failure.reason))"
+        case Int32(TV_CURLE_SEND_ERROR), Int32(TV_CURLE_RECV_ERROR), Int32(TV_CURLE_GOT_NOTHING), Int32(TV_CURLE_PARTIAL_FILE):
+            return "the connection was lost"
+        case Int32(TV_CURLE_COULDNT_RESOLVE_HOST), Int32(TV_CURLE_COULDNT_RESOLVE_PROXY):
+            return "the host name did not resolve"
+        case Int32(TV_CURLE_SSL_CONNECT_ERROR), Int32(TV_CURLE_PEER_FAILED_VERIFICATION), Int32(TV_CURLE_SSL_CERTPROBLEM),
+            Int32(TV_CURLE_SSL_CIPHER), Int32(TV_CURLE_SSL_CACERT_BADFILE), Int32(TV_CURLE_SSL_ISSUER_ERROR):
+            return "the TLS connection failed (certificate or handshake)"
+        default:
+            return "curl error \(failure.code): \(failure.reason)"
         }
     }
 
     static func seconds(_ duration: Duration) -> Double {
         let (seconds, attoseconds) = duration.components
         return Double(seconds) + Double(attoseconds) / 1e18
-    }
-
-    /// An ephemeral session: no cookies, no cache, no credential storage.
-    private static func session(timeout: Duration) -> URLSession {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = seconds(timeout)
-        configuration.timeoutIntervalForResource = seconds(timeout)
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.urlCache = nil
-        configuration.httpCookieStorage = nil
-        configuration.urlCredentialStorage = nil
-        return URLSession(configuration: configuration)
     }
 }
