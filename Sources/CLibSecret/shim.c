@@ -264,6 +264,17 @@ gboolean tv_start_service(GDBusConnection *connection, const char *name, int tim
     return 1;
 }
 
+char *tv_name_owner(GDBusConnection *connection, const char *name, int timeout_ms,
+                    GCancellable *cancellable, GError **error) {
+    char *owner = NULL;
+    GVariant *reply =
+        bus_call_string(connection, "GetNameOwner", name, "(s)", timeout_ms, cancellable, error);
+    if (reply == NULL) return NULL;
+    internal.g_variant_get(reply, "(s)", &owner);
+    internal.g_variant_unref(reply);
+    return owner;
+}
+
 char *tv_read_alias(GDBusConnection *connection, const char *alias, int timeout_ms,
                     GCancellable *cancellable, GError **error) {
     char *path = NULL;

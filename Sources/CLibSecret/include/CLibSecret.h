@@ -244,6 +244,11 @@ GDBusConnection *tv_service_connection(SecretService *service);
 gboolean tv_name_has_owner(GDBusConnection *connection, const char *name, int timeout_ms,
                            GCancellable *cancellable, gboolean *owned, GError **error);
 
+/* The unique name that owns `name` on the bus; NULL with an error (NameHasNoOwner) when none does.
+ * One round trip to the bus daemon, none to the provider. The caller g_frees it. */
+char *tv_name_owner(GDBusConnection *connection, const char *name, int timeout_ms,
+                    GCancellable *cancellable, GError **error);
+
 /* Whether the bus can start a service for `name` (D-Bus activation). */
 gboolean tv_name_is_activatable(GDBusConnection *connection, const char *name, int timeout_ms,
                                 GCancellable *cancellable, gboolean *activatable, GError **error);

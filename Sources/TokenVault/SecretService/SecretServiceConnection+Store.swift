@@ -14,6 +14,9 @@ extension SecretServiceStore.Connection {
         _ secret: Data, _ key: CredentialKey, label: String, wireContentType: String,
         _ cancellable: UnsafeMutablePointer<GCancellable>, action: String
     ) throws -> SecretServiceStore.StoreOutcome {
+        if isGnomeKeyring {
+            return try storeReplacing(secret, key, label: label, wireContentType: wireContentType, cancellable, action: action)
+        }
         // The lock first, as in lookup: on a locked KeePassXC a search or CreateItem would wait
         // on an unlock dialog.
         guard let collection = try defaultCollectionState(cancellable, action: action) else {
@@ -68,6 +71,49 @@ extension SecretServiceStore.Connection {
         // One item per key: remove the other unlocked items for the same service and account,
         // such as one that `secret-tool store` made under its own schema. Locked duplicates in
         // other collections cannot be touched.
+        for path in found.unlocked where path != written {
+            try deleteItem(path, cancellable, action: action)
+        }
+        return .saved
+    }
+
+    /// ``store(_:_:label:wireContentType:_:action:)`` on gnome-keyring (``isGnomeKeyring``), in
+    /// two round trips when the key has an item (search, `CreateItem` with replace) and three
+    /// when it is new (the lock is read too).
+    ///
+    /// - `CreateItem` with replace overwrites this schema's item for the key in place (gnome-keyring
+    ///   matches on every attribute given: `service`, `account` and `xdg:schema`), with its secret,
+    ///   content type and label, and never shows a dialog for it.
+    /// - No read-back: gnome-keyring stores the bytes it is given and never interprets them
+    ///   (placeholders such as `{USERNAME}` or `{REF:…}` included; SecretServiceProviderTests reads
+    ///   them back on every provider). The read-back stays for every other provider.
+    /// - One item per key, as before: the search, made before the write, lists the other items for
+    ///   the same service and account (one of `secret-tool store`, or of this schema in another
+    ///   collection), and those that are unlocked are deleted after the write.
+    /// - The lock: an unlocked item of the search in the default collection shows that the
+    ///   collection is unlocked, as reading its `Locked` property would; otherwise that property is
+    ///   read, so that `CreateItem` never meets a locked collection (which would prompt).
+    func storeReplacing(
+        _ secret: Data, _ key: CredentialKey, label: String, wireContentType: String,
+        _ cancellable: UnsafeMutablePointer<GCancellable>, action: String
+    ) throws -> SecretServiceStore.StoreOutcome {
+        let found = try search(key, cancellable, action: action)
+        let unlockedHere = defaultCollectionCache.map { collection in
+            found.unlocked.contains { $0.hasPrefix(collection + "/") }
+        } ?? false
+        if !unlockedHere {
+            guard let collection = try defaultCollectionState(cancellable, action: action) else {
+                throw Self.noDefaultCollection(key)
+            }
+            if collection.locked { return .locked([collection.path]) }
+        }
+        let value = try Self.value(secret, contentType: wireContentType, action: action)
+        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+        let written: String
+        switch try createItem(value, key, label: label, cancellable, action: action) {
+        case .created(let path): written = path
+        case .locked(let paths): return .locked(paths)
+        }
         for path in found.unlocked where path != written {
             try deleteItem(path, cancellable, action: action)
         }

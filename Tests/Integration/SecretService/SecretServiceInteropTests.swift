@@ -131,6 +131,20 @@ import Testing
         #expect(try await store.delete(key))
     }
 
+    /// An overwrite replaces the item in place (gnome-keyring: CreateItem with replace; the
+    /// others: SetSecret), label included: one item, the new label, the new bytes.
+    @Test func anOverwriteKeepsOneItemWithTheNewLabel() async throws {
+        let store = try await SharedKeyring.store()
+        let key = try freshKey("relabel")
+        try await store.save(Data(#"{"access_token":"gho_first","token_type":"bearer"}"#.utf8), for: key, contentType: .json)
+        try await store.save(Data([0x00, 0xfe, 0x7b]), for: key)
+        let search = try secretTool(["search", "--all", "service", key.service, "account", key.account])
+        #expect(search.output.components(separatedBy: "\n").filter { $0.hasPrefix("[/") }.count == 1, "\(search.output)")
+        #expect(search.output.contains("label = \(key.service) secret for \(key.account)"), "\(search.output)")
+        #expect(try await store.load(key) == Data([0x00, 0xfe, 0x7b]))
+        #expect(try await store.delete(key))
+    }
+
     /// The README's own habit: `echo -n "$TOKEN" | secret-tool store --label=GitHub service …
     /// account …` stores the bare token as text. It reads as a token with no known expiry (or
     /// its JWT `exp`), not as an opaque secret.

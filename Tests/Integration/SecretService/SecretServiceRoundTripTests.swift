@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+@testable import TokenVaultTestSupport
+
+/// How many D-Bus calls each operation sends to gnome-keyring, counted by `dbus-monitor` on a
+/// private bus (issue 17: every Secret Service operation at least even with secretstorage).
+///
+/// Before issue 17 a get took 3 calls (Locked, SearchItems, GetSecrets), an overwrite 6
+/// (Locked, SearchItems, the item's properties, GetSecrets of the old value, SetSecret, GetSecrets
+/// to read it back) and a delete 3 (Locked, SearchItems, Delete).
+@Suite(.timeLimit(.minutes(2))) struct SecretServiceRoundTripTests {
+    @Test func eachOperationOnGnomeKeyringTakesTheFewestCalls() async throws {
+        let bus = try await PrivateBus.start()
+        try await bus.startKeyring(password: "round-trip-test-password")
+        let monitor = try await CallMonitor.start(bus)
+        let check = try await SecretServiceCheck.start(environment: bus.environment)
+        #expect(try await check.send("open 10000 0").ok)
+        _ = try await monitor.calls()
+
+        // A new key: the search, the alias and the lock of the default collection (read once per
+        // connection and then kept), CreateItem.
+        #expect(try await check.send("save github octocat first").ok)
+        #expect(try await monitor.calls() == ["SearchItems", "ReadAlias", "Get", "CreateItem"])
+        // Another new key: the alias is known.
+        #expect(try await check.send("save github hubot first").ok)
+        #expect(try await monitor.calls() == ["SearchItems", "Get", "CreateItem"])
+        // An overwrite: the search shows the unlocked item in the default collection, and
+        // CreateItem replaces it in place. No read-back on gnome-keyring.
+        #expect(try await check.send("save github octocat second").ok)
+        #expect(try await monitor.calls() == ["SearchItems", "CreateItem"])
+        #expect(try await check.send("load github octocat")["value"] as? String == "second")
+        #expect(try await monitor.calls() == ["SearchItems", "GetSecrets"])
+        #expect(try await check.send("delete github octocat").ok)
+        #expect(try await monitor.calls() == ["SearchItems", "Delete"])
+        // Absent: the lock is read, so that a locked keyring is never "absent".
+        let absent = try await check.send("load github octocat")
+        #expect(absent.ok && absent["value"] is NSNull, "\(absent.fields)")
+        #expect(try await monitor.calls() == ["SearchItems", "Get"])
+        await bus.stop()
+    }
+}
+
+/// `dbus-monitor --profile` on a private bus: the members of the method calls sent to the Secret
+/// Service's owner, between two markers. A marker is a `Peer.Ping` to the bus at a path of its
+/// own; the bus orders it after every call sent before it, so no sleep is needed.
+private final class CallMonitor: @unchecked Sendable {
+    private let bus: PrivateBus
+    private let process: ChildProcess
+    private let provider: String
+    private var marker = 0
+
+    private init(_ bus: PrivateBus, provider: String) throws {
+        self.bus = bus
+        self.provider = provider
+        process = try ChildProcess(
+            "/usr/bin/stdbuf", ["-oL", "/usr/bin/dbus-monitor", "--address", bus.address, "--profile", "type='method_call'"],
+            environment: ["PATH": "/usr/bin:/bin"], output: true)
+    }
+
+    deinit { process.stop() }
+
+    static func start(_ bus: PrivateBus) async throws -> CallMonitor {
+        let reply = try await bus.send(
+            ["/org/freedesktop/DBus", "org.freedesktop.DBus.GetNameOwner", "string:org.freedesktop.secrets"],
+            destination: "org.freedesktop.DBus")
+        guard let start = reply.range(of: "string \"") else {
+            throw SetupFailure("no owner of org.freedesktop.secrets: \(reply)")
+        }
+        let owner = String(reply[start.upperBound...].prefix { $0 != "\"" })
+        let monitor = try await offPool { try CallMonitor(bus, provider: owner) }
+        // A connection that becomes a monitor loses its unique name: it sees its own NameLost,
+        // and from then on every message.
+        try await offPool {
+            while let line = monitor.process.readLine() {
+                if line.hasPrefix("sig"), line.hasSuffix("\tNameLost") { return }
+            }
+            throw SetupFailure("dbus-monitor ended before it became a monitor")
+        }
+        return monitor
+    }
+
+    /// The members called on the provider since the last marker.
+    func calls() async throws -> [String] {
+        marker += 1
+        let path = "/tv/marker/\(marker)"
+        try await bus.send([path, "org.freedesktop.DBus.Peer.Ping"], destination: "org.freedesktop.DBus")
+        let provider = self.provider
+        return try await offPool {
+            var members: [String] = []
+            while let line = self.process.readLine() {
+                let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+                guard fields.count >= 8, fields[0] == "mc" else { continue }
+                if fields[5] == path { return members }
+                if fields[4] == provider || fields[4] == "org.freedesktop.secrets" { members.append(fields[7]) }
+            }
+            throw SetupFailure("dbus-monitor ended before marker \(path)")
+        }
+    }
+}
