@@ -45,6 +45,10 @@ package final class RowSealingKeys: Sendable {
     private let keys: VaultKeys
     private let rowHashKey: SecretBytes
     private let serviceHashKey: SecretBytes
+    /// Secure scratch memory for plaintexts, reused: a new `sodium_malloc` buffer (guard pages,
+    /// `mlock`) costs half a dozen system calls, which a read served from PostgresStore's cache
+    /// would otherwise pay on every hit. Each buffer is wiped after every use.
+    private let scratch = ScratchPool()
 
     /// The size of a salt, of a keyed hash, and of the sealing overhead (nonce and tag).
     package static let saltBytes = Sodium.saltBytes
@@ -115,7 +119,6 @@ package final class RowSealingKeys: Sendable {
     /// in secure memory, wiped afterwards.
     package func seal(_ key: CredentialKey, secret: Data, associatedData: [UInt8]) throws -> [UInt8] {
         let count = SealedRecord.plaintextCount(key: key, secretCount: secret.count)
-        let scratch = try SecureBuffer(capacity: count)
         return try scratch.withBytes(count: count) { plaintext in
             secret.withUnsafeBytes { bytes in
                 SealedRecord.encodePlaintext(operation: .put, continues: false, key: key, secret: bytes, into: plaintext)
@@ -132,7 +135,6 @@ package final class RowSealingKeys: Sendable {
     package func open(_ sealed: [UInt8], associatedData: [UInt8]) throws -> (key: CredentialKey, secret: Data)? {
         guard sealed.count >= Self.sealingOverhead + SealedRecord.plaintextHeaderLength else { return nil }
         let count = sealed.count - Self.sealingOverhead
-        let scratch = try SecureBuffer(capacity: count)
         return try scratch.withBytes(count: count) { plaintext in
             let opened = sealed.withUnsafeBytes { sealedBytes in
                 associatedData.withUnsafeBytes { ad in
@@ -145,6 +147,34 @@ package final class RowSealingKeys: Sendable {
             else { return nil }
             return (record.key, Data(plaintext[record.secretRange]))
         }
+    }
+}
+
+/// A few ``SecureBuffer``s lent out one caller at a time: a caller takes one (or makes one when
+/// all are lent), uses it, and gives it back wiped. At most ``kept`` stay allocated; a buffer that
+/// grew past ``keptCapacity`` (a large secret) is freed instead of kept.
+private final class ScratchPool: @unchecked Sendable {
+    // @unchecked: `idle` is read and changed only under `lock`, and a buffer taken from it is used
+    // by one caller until it is given back.
+    private let lock = NSLock()
+    private var idle: [SecureBuffer] = []
+    private static let kept = 4
+    private static let keptCapacity = 64 * 1024
+
+    func withBytes<Result>(count: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> Result) throws -> Result {
+        lock.lock()
+        let taken = idle.popLast()
+        lock.unlock()
+        let buffer = try taken ?? SecureBuffer(capacity: max(count, 1024))
+        defer {
+            if buffer.capacity <= Self.keptCapacity {
+                lock.lock()
+                if idle.count < Self.kept { idle.append(buffer) }
+                lock.unlock()
+            }
+        }
+        // SecureBuffer.withBytes wipes the bytes it lent before it returns.
+        return try buffer.withBytes(count: count, body)
     }
 }
 
