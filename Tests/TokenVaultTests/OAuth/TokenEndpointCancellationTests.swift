@@ -103,7 +103,11 @@ import Glibc
             #expect(error.code == .cancelled, "\(error)")
         }
         let returned = ContinuousClock.now - cancelled
-        #expect(returned < .seconds(2), "the cancelled call returned after \(returned)")
+        // The cancellation handler resumes the caller at once, but the caller then needs a thread
+        // of the cooperative pool, and on a 2-core machine running the whole suite (and other
+        // processes) that took 3.5 s once. The bound tells "returned on cancellation" from "waited
+        // for the 120 s time-out", which is what a user would notice.
+        #expect(returned < .seconds(15), "the cancelled call returned after \(returned)")
         // curl's progress callback runs about once a second on an idle transfer: the abort closes
         // the connection within a few seconds, long before the 120 s time-out.
         let closed = await Task.detached { server.clientClosed(within: 10_000) }.value
