@@ -68,12 +68,7 @@ enum HTTPTransport {
 
     /// Opens `soname` and resolves the curl functions TokenVault calls. Tests pass a missing name.
     static func load(soname: String) -> Result<Void, VaultError> {
-        var message = [CChar](repeating: 0, count: 512)
-        let loaded = message.withUnsafeMutableBufferPointer { buffer in
-            tv_curl_load(soname, buffer.baseAddress, buffer.count)
-        }
-        if loaded != 0 { return .success(()) }
-        let detail = message.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        guard let detail = DynamicLibrary.load(soname, with: tv_curl_load) else { return .success(()) }
         return .failure(
             VaultError(
                 .networkFailure,
