@@ -16,8 +16,11 @@ let package = Package(
     products: [
         // The library: `Vault`, `CredentialStore` and its backends, `OAuthToken`, migration.
         .library(name: "TokenVault", targets: ["TokenVault"]),
-        // The command for administrators.
+        // The command for administrators. It does not build or link postgres-nio: a command that
+        // names the postgres backend is handed over to `vault-postgres` (below), installed beside it.
         .executable(name: "vault", targets: ["vault"]),
+        // The same command with the PostgreSQL backend built in.
+        .executable(name: "vault-postgres", targets: ["vault-postgres"]),
         // The PostgreSQL backend for fleets. A product of its own: a package that uses only
         // `TokenVault` does not build postgres-nio (SwiftPM builds a product's targets only).
         .library(name: "TokenVaultPostgres", targets: ["TokenVaultPostgres"]),
@@ -91,14 +94,19 @@ package.targets += [
 // MARK: - CLI
 
 package.targets += [
-    .executableTarget(
-        name: "vault",
+    // Every subcommand, its options and messages; the PostgreSQL backend reaches it through one
+    // protocol (VaultCLI/PostgresBackend.swift), so that the library itself does not link it.
+    .target(
+        name: "VaultCLI",
         dependencies: [
             "TokenVault",
-            "TokenVaultPostgres",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]
-    )
+    ),
+    // Without postgres-nio, NIO and BoringSSL: measured, a cold file-vault `vault get` took 25 %
+    // less CPU and started 4 ms sooner once they were out of the binary (issue 17).
+    .executableTarget(name: "vault", dependencies: ["VaultCLI"]),
+    .executableTarget(name: "vault-postgres", dependencies: ["VaultCLI", "TokenVault", "TokenVaultPostgres"]),
 ]
 
 // MARK: - Tests
@@ -141,7 +149,7 @@ package.targets += [
     // End-to-end tests of the `vault` binary.
     .testTarget(
         name: "vaultTests",
-        dependencies: ["TokenVault", "TokenVaultTestSupport", "vault", "tutorial-defaults"]
+        dependencies: ["TokenVault", "TokenVaultTestSupport", "vault", "vault-postgres", "tutorial-defaults"]
     ),
     // Integration tests (Tests/Integration): the real gnome-keyring on a private D-Bus and the
     // test OAuth server (Tests/oauth-server), which Scripts/test starts. They are a library that
@@ -156,7 +164,7 @@ package.targets += [
         name: "TokenVaultIntegrationTests",
         dependencies: [
             .target(name: "TokenVaultIntegration", condition: .when(traits: ["Integration"])),
-            "vault", "secret-service-check", "oauth-example", "refresh-stress",
+            "vault", "vault-postgres", "secret-service-check", "oauth-example", "refresh-stress",
         ]
     ),
 ]

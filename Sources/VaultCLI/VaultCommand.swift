@@ -1,7 +1,6 @@
 import ArgumentParser
 import TokenVault
 
-@main
 struct VaultCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "vault",
@@ -39,6 +38,11 @@ struct VaultCommand: AsyncParsableCommand {
             // Before anything reads a secret: no core dump of this process may hold one.
             try ProcessHardening.disableCoreDumps()
             var command = try parseAsRoot()
+            // `vault` has no PostgreSQL backend built in: a command that names it runs in
+            // `vault-postgres` instead, before anything is read or written.
+            if VaultProgram.postgres == nil, (command as? any PostgresAware)?.usesPostgres == true {
+                try PostgresHandoff.execute()
+            }
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {

@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import TokenVault
-import TokenVaultPostgres
 
 extension VaultCommand {
     struct Status: AsyncParsableCommand {
@@ -174,16 +173,16 @@ extension VaultCommand.Status {
     /// The postgres backend's status: where the database is (no password), the server's
     /// version, this connection's TLS, the schema version, the entry count and the refresh counts.
     func postgresStatus() async throws {
-        let database = try PostgresStore.Configuration.fromEnvironment()
+        let database = try GlobalOptions.postgresBackend().database()
         var failure: VaultError?
-        var status: PostgresStore.Status?
+        var status: PostgresVaultStatus?
         var noVaultYet = false
         // How many tokens the vault refreshes by itself, as for the other backends.
         var refresh: RefreshCount?
         do {
             let opened = try await global.openPostgres(createIfMissing: false)
-            defer { opened.store.close() }
-            status = try await opened.store.status()
+            defer { opened.close() }
+            status = try await opened.status()
             refresh = await RefreshCount.of(try await opened.vault.keys(), in: opened.vault)
         } catch let error as VaultError where error.code == .notFound {
             noVaultYet = true
@@ -196,7 +195,7 @@ extension VaultCommand.Status {
                 "requested_backend": "postgres",
                 "backend": failure == nil ? "postgres" : NSNull(),
                 "database": [
-                    "location": "\(database)", "sslmode": database.tlsMode.rawValue,
+                    "location": database.location, "sslmode": database.sslmode,
                     "server_version": status.map { $0.serverVersion as Any } ?? NSNull(),
                     "tls": status?.tls.map { $0 as Any } ?? NSNull(),
                     "schema_version": status.map { $0.schemaVersion as Any } ?? NSNull(),
@@ -210,7 +209,7 @@ extension VaultCommand.Status {
         } else {
             var rows: [[String]] = [["requested backend:", "postgres"]]
             rows.append(["backend in use:", failure == nil ? "postgres" + (noVaultYet ? " (no vault in the database yet)" : "") : "none (the vault could not be opened)"])
-            rows.append(["database:", "\(database) (sslmode \(database.tlsMode.rawValue))"])
+            rows.append(["database:", "\(database.location) (sslmode \(database.sslmode))"])
             if let status {
                 rows.append(["server:", "PostgreSQL \(status.serverVersion)"])
                 rows.append(["TLS:", status.tls ?? "none"])

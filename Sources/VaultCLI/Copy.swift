@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import TokenVault
-import TokenVaultPostgres
 
 extension VaultCommand {
     struct Copy: AsyncParsableCommand {

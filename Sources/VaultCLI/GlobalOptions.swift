@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import TokenVault
-import TokenVaultPostgres
 
 #if canImport(Glibc)
     import Glibc
@@ -108,20 +107,23 @@ struct GlobalOptions: ParsableArguments {
     ///   `backendUnavailable` when no URL or no key is given, or the server cannot be reached.
     func openPostgres(
         createIfMissing: Bool, keySource override: VaultConfiguration.KeySource? = nil
-    ) async throws -> (vault: Vault, store: PostgresStore) {
+    ) async throws -> any OpenedPostgresVault {
         let configuration = try configuration()
         guard let keySource = override ?? configuration.keySource else {
             throw VaultError(
                 .backendUnavailable,
                 "The postgres backend seals every entry on this host and needs a key: set TOKEN_VAULT_KEY_FILE or TOKEN_VAULT_PASSPHRASE_FILE (or --key-file, --passphrase-file).")
         }
-        let database = try PostgresStore.Configuration.fromEnvironment(allowInsecurePermissions: configuration.allowInsecurePermissions)
-        let store = try await PostgresStore.open(
-            database, keySource: keySource,
-            options: PostgresStore.Options(
-                allowInsecurePermissions: configuration.allowInsecurePermissions, createIfMissing: createIfMissing,
-                readCache: try PostgresStore.readCacheFromEnvironment()))
-        return (Vault(store: store, reason: "the postgres backend was requested (\(database))"), store)
+        return try await Self.postgresBackend().open(
+            keySource: keySource, allowInsecurePermissions: configuration.allowInsecurePermissions, createIfMissing: createIfMissing)
+    }
+
+    /// The postgres backend of this program: `vault-postgres` has one; `vault` hands postgres
+    /// commands over before they run, so reaching here without one is a command that
+    /// ``PostgresAware`` missed.
+    static func postgresBackend() throws -> any PostgresBackend {
+        guard let backend = VaultProgram.postgres else { try PostgresHandoff.execute() }
+        return backend
     }
 
     /// Opens the vault, creating a file vault (and its directory) if it does not exist yet: for
@@ -157,8 +159,7 @@ struct GlobalOptions: ParsableArguments {
                 let opened = try await openPostgres(createIfMissing: false)
                 return .opened(opened.vault, keySource: try configuration().keySource)
             } catch let error as VaultError where error.code == .notFound {
-                let database = try PostgresStore.Configuration.fromEnvironment()
-                return .noVaultYet(path: "\(database)", reason: error.message)
+                return .noVaultYet(path: try Self.postgresBackend().database().location, reason: error.message)
             }
         }
         var configuration = try configuration()

@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import TokenVault
-import TokenVaultPostgres
 
 #if canImport(Glibc)
     import Glibc
@@ -52,10 +51,10 @@ extension VaultCommand {
         func run() async throws {
             if global.usesPostgres() {
                 // Every row sealed again in one transaction (PostgresStore.rekey).
-                let store = try await global.openPostgres(createIfMissing: false).store
-                let newSource = try newKeySource(for: "\(store.configuration)")
+                let store = try await global.openPostgres(createIfMissing: false)
+                let newSource = try newKeySource(for: store.location)
                 let count = try await store.rekey(to: newSource, kdf: kdf?.parameters)
-                try Output.note("Rekeyed the PostgreSQL vault \(store.configuration) (\(count) \(count == 1 ? "entry" : "entries")) to the \(newSource).")
+                try Output.note("Rekeyed the PostgreSQL vault \(store.location) (\(count) \(count == 1 ? "entry" : "entries")) to the \(newSource).")
                 return
             }
             var configuration = try global.configuration()
