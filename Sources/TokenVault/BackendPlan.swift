@@ -10,7 +10,9 @@ internal import Darwin
 /// ``Vault/open(_:plan:logger:)`` opens what a plan says, and the `vault` command shows the same
 /// plan in `vault status` and uses it for every other command, so a vault is always opened the
 /// way its status describes. Making a plan opens nothing and creates nothing; it probes the
-/// Secret Service when the choice depends on it and looks whether the vault file exists.
+/// Secret Service when the choice depends on it (`auto`) and looks whether the vault file exists.
+/// A Secret Service named explicitly is not probed: opening it connects anyway, and only when
+/// that fails does ``Vault/open(_:plan:logger:)`` run the probe, to say why in its words.
 ///
 /// The rules:
 /// - A backend named explicitly is used or refused, never replaced by another.
@@ -75,7 +77,9 @@ public struct BackendPlan: Sendable, CustomStringConvertible {
         let path = configuration.resolvedFilePath
         let file = configuration.backend == .memory ? FileState.absent : FileState(path)
         var probe = known
-        if probe == nil, configuration.backend == .auto || configuration.backend == .secretService {
+        // Only `auto` needs the probe to choose. A named Secret Service is connected to directly
+        // (the probe's second connection and five calls took about a third of a cold `vault get`).
+        if probe == nil, configuration.backend == .auto {
             probe = await SecretServiceStore.probe(timeout: configuration.probeTimeout)
         }
         let (decision, reason) = decide(configuration, probe: probe)

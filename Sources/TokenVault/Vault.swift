@@ -41,7 +41,9 @@ public struct Vault: Sendable {
     ///   and the encrypted file if there is no Secret Service. A locked collection that no prompt
     ///   can unlock is `locked`, not a reason to use the file. It never falls back to plain text.
     /// - A backend named explicitly fails closed: if it cannot be used, this throws
-    ///   `backendUnavailable` or `locked` rather than choosing another.
+    ///   `backendUnavailable` rather than choosing another. A named Secret Service is not probed
+    ///   first, only connected to: a locked collection is then `locked` at the first read or
+    ///   write (unless a prompt may unlock it), never a reason to use another backend.
     ///
     /// - Parameters:
     ///   - configuration: the backend, file and key to use; the default is `auto` with no key.
@@ -65,8 +67,14 @@ public struct Vault: Sendable {
                 logger: logger
             )
         case .use(.secretService):
-            // No fallback if it fails now: the probe found it there, so it may hold the tokens.
-            let store = try await SecretServiceStore.open(options: configuration.secretService, logger: logger)
+            // No fallback if it fails now: it was named, or the probe found it there, so it may
+            // hold the tokens.
+            let store: SecretServiceStore
+            do {
+                store = try await SecretServiceStore.open(options: configuration.secretService, logger: logger)
+            } catch let error as VaultError where plan.probe == nil {
+                throw await Self.explainUnavailableSecretService(error, configuration)
+            }
             return Vault(
                 store: store,
                 selection: BackendSelection(backend: .secretService, reason: plan.reason, probe: plan.probe),
@@ -77,6 +85,16 @@ public struct Vault: Sendable {
         case .use(.custom(let name)):
             throw VaultError(.invalidInput, "A configuration cannot open the custom backend '\(name)'; use Vault(store:).")
         }
+    }
+
+    /// The error for a Secret Service that was named (so not probed first) and could not be
+    /// connected to: the probe's, which tells a missing bus, a missing provider, a missing default
+    /// collection and a locked one apart, when it finds it unusable; otherwise `error` itself. A
+    /// connection that timed out is left as it is: the probe would only wait again.
+    private static func explainUnavailableSecretService(_ error: VaultError, _ configuration: VaultConfiguration) async -> VaultError {
+        guard [.backendUnavailable, .locked, .notFound].contains(error.code) else { return error }
+        let probe = await SecretServiceStore.probe(timeout: configuration.probeTimeout)
+        return probe.outcome == .available ? error : probe.unavailableError(requestedExplicitly: true)
     }
 
     private static func openFile(_ configuration: VaultConfiguration, plan: BackendPlan, logger: Logger) async throws -> Vault {

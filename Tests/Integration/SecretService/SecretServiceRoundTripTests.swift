@@ -38,6 +38,34 @@ import Testing
         #expect(try await monitor.calls() == ["SearchItems", "Get"])
         await bus.stop()
     }
+
+    /// A cold `vault get` that names the Secret Service connects once and makes no probe: no
+    /// second connection reading the default alias and its lock before the store's own calls.
+    @Test func aNamedSecretServiceIsNotProbedFirst() async throws {
+        let bus = try await PrivateBus.start()
+        try await bus.startKeyring(password: "round-trip-test-password")
+        let monitor = try await CallMonitor.start(bus)
+        let check = try await SecretServiceCheck.start(environment: bus.environment)
+        #expect(try await check.send("open 10000 0").ok)
+        #expect(try await check.send("save github octocat gho_notProbed1").ok)
+        _ = try await monitor.calls()
+
+        let vault = try Products.executable("vault")
+        let get = try await offPool {
+            try ChildProcess.run(vault, ["get", "github", "octocat", "--backend", "secret-service"], environment: bus.environment)
+        }
+        #expect(get.status == 0, "\(get.stderr)")
+        #expect(String(decoding: get.stdout, as: UTF8.self) == "gho_notProbed1\n")
+        let calls = try await monitor.calls()
+        #expect(!calls.contains("ReadAlias"), "the default alias was read: the probe ran (\(calls))")
+        #expect(calls.filter { $0 == "SearchItems" }.count == 1 && calls.last == "GetSecrets", "\(calls)")
+
+        // The control: `auto` has to choose, so it probes (the alias, then the lock).
+        let auto = try await offPool { try ChildProcess.run(vault, ["get", "github", "octocat"], environment: bus.environment) }
+        #expect(auto.status == 0, "\(auto.stderr)")
+        #expect(try await monitor.calls().contains("ReadAlias"))
+        await bus.stop()
+    }
 }
 
 /// `dbus-monitor --profile` on a private bus: the members of the method calls sent to the Secret
