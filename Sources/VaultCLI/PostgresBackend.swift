@@ -1,6 +1,6 @@
 // Owns: the seam between the command and the PostgreSQL backend, and the handoff from `vault`
 // (built without postgres-nio) to `vault-postgres` (built with it).
-public import Foundation
+import Foundation
 public import TokenVault
 import Synchronization
 
@@ -51,7 +51,7 @@ public struct PostgresVaultStatus: Sendable {
 }
 
 /// The entry point of both executables.
-public enum VaultProgram {
+public enum VaultProgram: Sendable {
     /// Runs the `vault` command line. `postgres` is `nil` in `vault`, which then hands postgres
     /// commands over to `vault-postgres`.
     public static func main(postgres: (any PostgresBackend)?) async {

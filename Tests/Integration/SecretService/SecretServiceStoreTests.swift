@@ -68,7 +68,9 @@ import Testing
         let vault = try await Vault.open(VaultConfiguration(
             backend: .secretService, secretService: .init(timeout: .seconds(30), unlockPrompt: false)))
         #expect(vault.selection.backend == .secretService)
-        #expect(vault.selection.probe?.outcome == .available)
+        // Named, it is connected to without a probe first (issue 17).
+        #expect(vault.selection.probe == nil)
+        #expect(vault.selection.reason == "the Secret Service was requested")
         let key = try CredentialKey(service: "tv-ss-facade-\(UUID().uuidString.prefix(8))", account: "octocat")
         let token = try OAuthToken(
             tokenResponse: Data(#"{"access_token":"gho_facadeAccessToken1234","token_type":"bearer","expires_in":3600,"refresh_token":"ghr_facadeRefresh5678"}"#.utf8),
