@@ -165,23 +165,26 @@ extension PostgresStore {
 
     /// `body`'s result, or `backendUnavailable` once `limit` has passed, whatever `body` is
     /// doing then (a connect that never answers, a server that stopped responding): the caller
-    /// never waits past the bound. `body` is cancelled and left to finish on its own.
+    /// never waits past the bound. `body` is cancelled and left to finish on its own. When
+    /// `body` wins, the timer is cancelled at once, so no sleeping task outlives the call (under
+    /// load, thousands of calls a second would otherwise each leave one behind for `limit`).
+    /// `timerEnded` (for tests) is called once the timer task has ended, either way.
     static func withDeadline<Result: Sendable>(
-        _ limit: Duration, what: String, vault: String, _ body: @escaping @Sendable () async throws -> Result
+        _ limit: Duration, what: String, vault: String, timerEnded: (@Sendable () -> Void)? = nil,
+        _ body: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
         let once = Once()
+        let work = WorkHandle()
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
-            let work = Task {
-                let result: Swift.Result<Result, any Error>
+            // The timer starts first, so the bound counts from the call; the work cancels it
+            // when it wins. Either side resumes the continuation only if it claims `once` first.
+            let timer = Task {
+                defer { timerEnded?() }
                 do {
-                    result = .success(try await body())
+                    try await Task.sleep(for: limit)
                 } catch {
-                    result = .failure(error)
+                    return  // cancelled: the work has finished and resumed the caller
                 }
-                if once.claim() { continuation.resume(with: result) }
-            }
-            Task {
-                try? await Task.sleep(for: limit)
                 guard once.claim() else { return }
                 work.cancel()
                 continuation.resume(
@@ -189,7 +192,41 @@ extension PostgresStore {
                         .backendUnavailable,
                         "Could not \(what) in \(vault) within \(limit): the database did not answer in time (unreachable, down or restarting)."))
             }
+            work.set(
+                Task {
+                    let result: Swift.Result<Result, any Error>
+                    do {
+                        result = .success(try await body())
+                    } catch {
+                        result = .failure(error)
+                    }
+                    guard once.claim() else { return }
+                    timer.cancel()
+                    continuation.resume(with: result)
+                })
         }
+    }
+}
+
+/// The work task of ``PostgresStore/withDeadline(_:what:vault:timerEnded:_:)``, to cancel when the
+/// timer wins, even if the timer wins before the task is stored here.
+final class WorkHandle: Sendable {
+    private let state = Mutex<(task: Task<Void, Never>?, cancelled: Bool)>((nil, false))
+
+    func set(_ task: Task<Void, Never>) {
+        let cancelled = state.withLock { state in
+            state.task = task
+            return state.cancelled
+        }
+        if cancelled { task.cancel() }
+    }
+
+    func cancel() {
+        let task = state.withLock { state in
+            state.cancelled = true
+            return state.task
+        }
+        task?.cancel()
     }
 }
 

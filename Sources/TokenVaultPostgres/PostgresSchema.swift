@@ -10,6 +10,7 @@ import PostgresNIO
 /// tokenvault_header (id = 1, schema_version, key_kind 1 key file | 2 passphrase, ops_limit,
 ///                    mem_limit, salt (16), vault_id (16), key_check (32), header_mac (32))
 /// tokenvault_entries (row_hash (32) PRIMARY KEY, service_hash (32), version, sealed)
+/// PROCEDURE tokenvault_save_v1, tokenvault_delete_v1   (a lone save or delete in one CALL)
 /// ```
 ///
 /// `key_check` is the file vault's (BLAKE2b keyed with subkey 2 of
@@ -41,7 +42,65 @@ enum PostgresSchema {
             sealed bytea NOT NULL)
         """,
         "CREATE INDEX IF NOT EXISTS tokenvault_entries_service ON tokenvault_entries (service_hash)",
+    ] + procedureStatements
+
+    /// The procedures a lone save or delete is one round trip with (`CALL`, outside any
+    /// transaction block): the write and its NOTIFY, then a `COMMIT` inside the procedure, so
+    /// the CALL's reply is sent only once the write is committed and durable (a lone statement of
+    /// the extended protocol replies before its commit at Sync). Part of schema version 1: they
+    /// add no data and change no table, code that does not know them keeps working beside them
+    /// (so a fleet can upgrade host by host), and a vault created before them gets them on its
+    /// first save (``createProcedures(on:)``). A change to one gets a new name (`_v2`), never a
+    /// new body under the old one.
+    static let procedureStatements: [String] = [
+        """
+        CREATE OR REPLACE PROCEDURE tokenvault_save_v1(
+            p_row_hash bytea, p_service_hash bytea, p_version bigint, p_sealed bytea, p_vault_id bytea,
+            p_channel text, p_payload text, INOUT written boolean DEFAULT NULL)
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO tokenvault_entries (row_hash, service_hash, version, sealed)
+            SELECT p_row_hash, p_service_hash, p_version, p_sealed
+            FROM tokenvault_header WHERE id = 1 AND vault_id = p_vault_id
+            ON CONFLICT (row_hash) DO UPDATE SET service_hash = EXCLUDED.service_hash, version = EXCLUDED.version, sealed = EXCLUDED.sealed
+            WHERE tokenvault_entries.version < EXCLUDED.version;
+            written := FOUND;
+            IF written THEN
+                PERFORM pg_notify(p_channel, p_payload);
+            END IF;
+            COMMIT;
+        END
+        $$
+        """,
+        """
+        CREATE OR REPLACE PROCEDURE tokenvault_delete_v1(
+            p_row_hash bytea, p_vault_id bytea, p_channel text, p_payload text, INOUT deleted boolean DEFAULT NULL)
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            DELETE FROM tokenvault_entries WHERE row_hash = p_row_hash
+            AND EXISTS (SELECT 1 FROM tokenvault_header WHERE id = 1 AND vault_id = p_vault_id);
+            deleted := FOUND;
+            IF deleted THEN
+                PERFORM pg_notify(p_channel, p_payload);
+            END IF;
+            COMMIT;
+        END
+        $$
+        """,
     ]
+
+    /// Creates (or replaces) the procedures in a vault whose schema predates them, under the
+    /// creation lock, in a transaction of its own on `connection`.
+    /// - Throws: the database's error; `42501` (insufficient privilege) when the user may not
+    ///   create them, and the caller then writes without them.
+    static func createProcedures(on connection: PostgresConnection) async throws {
+        try await PostgresSQL.transaction(on: connection) {
+            try await connection.run("SELECT pg_advisory_xact_lock(\(creationLock))", logger: PostgresSQL.silent)
+            for statement in procedureStatements {
+                try await connection.run(PostgresQuery(unsafeSQL: statement), logger: PostgresSQL.silent)
+            }
+        }
+    }
 
     struct Header: Sendable {
         var schemaVersion: Int32

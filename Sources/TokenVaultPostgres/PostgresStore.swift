@@ -121,6 +121,10 @@ public final class PostgresStore: CredentialStore, Sendable {
     private let listener: Task<Void, Never>?
     /// The keys and the vault id; replaced by a rekey.
     let sealing: Mutex<Sealing>
+    /// Whether lone saves and deletes CALL the schema's procedures; cleared when the database
+    /// user may not create them in a vault made before them.
+    let proceduresUsable = Atomic(true)
+    var usesProcedures: Bool { proceduresUsable.load(ordering: .relaxed) }
 
     struct Sealing: Sendable {
         var keys: RowSealingKeys
@@ -228,13 +232,15 @@ public final class PostgresStore: CredentialStore, Sendable {
     public func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) async throws {
         try Self.checkSize(secret, key)
         defer { readCache?.invalidate(rowHashes: [Data(current.keys.rowHash(key))]) }
-        // An explicit transaction: the upsert's own reply comes before its commit (the extended
-        // protocol commits at Sync), and a server that dies in between has sent a reply for a
-        // write it never committed; COMMIT's reply comes only once the commit is durable.
+        // Acknowledged only once committed: a lone upsert's own reply comes before its commit
+        // (the extended protocol commits at Sync), and a server that dies in between has sent a
+        // reply for a write it never committed. So one CALL of a procedure that commits before
+        // it returns (one round trip), or, without the procedure, BEGIN, upsert, COMMIT (three).
         try await bounded("save \(key)") { connection in
-            try await PostgresSQL.transaction(on: connection) {
-                try await self.save(secret, for: key, on: connection)
-            }
+            try await self.committedAlone(
+                on: connection,
+                { try await self.save(secret, for: key, on: connection, alone: true) },
+                orInTransaction: { try await self.save(secret, for: key, on: connection) })
         }
     }
 
@@ -257,7 +263,10 @@ public final class PostgresStore: CredentialStore, Sendable {
     public func delete(_ key: CredentialKey) async throws -> Bool {
         defer { readCache?.invalidate(rowHashes: [Data(current.keys.rowHash(key))]) }
         return try await bounded("delete \(key)") { connection in
-            try await PostgresSQL.transaction(on: connection) { try await self.delete(key, on: connection) }
+            try await self.committedAlone(
+                on: connection,
+                { try await self.delete(key, on: connection, alone: true) },
+                orInTransaction: { try await self.delete(key, on: connection) })
         }
     }
 
@@ -265,6 +274,30 @@ public final class PostgresStore: CredentialStore, Sendable {
         try await bounded("list the entries") { connection in
             try await self.keys(service: service, on: connection)
         }
+    }
+
+    /// `alone` (one CALL of a procedure of ``PostgresSchema/procedureStatements``, which
+    /// commits before it replies) when the vault has the procedures, creating them first in a
+    /// vault made before them; `inTransaction` between BEGIN and COMMIT when the database user
+    /// may not create them. Either way the call returns only once the write is committed.
+    func committedAlone<Result>(
+        on connection: PostgresConnection, _ alone: () async throws -> Result, orInTransaction inTransaction: () async throws -> Result
+    ) async throws -> Result {
+        if proceduresUsable.load(ordering: .relaxed) {
+            do {
+                return try await alone()
+            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42883" {
+                // undefined_function: a vault from before the procedures.
+                do {
+                    try await PostgresSchema.createProcedures(on: connection)
+                    return try await alone()
+                } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42501" {
+                    logger.debug("the procedures cannot be created here; saves and deletes use BEGIN and COMMIT")
+                    proceduresUsable.store(false, ordering: .relaxed)
+                }
+            }
+        }
+        return try await PostgresSQL.transaction(on: connection) { try await inTransaction() }
     }
 
     static func checkSize(_ secret: Data, _ key: CredentialKey) throws {
@@ -329,7 +362,9 @@ public final class PostgresStore: CredentialStore, Sendable {
             "The row\(key.map { " for \($0)" } ?? "") in \(vaultName) is damaged or was tampered with: it does not authenticate for its place (vault, row and version). Restore it from a backup, or delete it and save it again.")
     }
 
-    func save(_ secret: Data, for key: CredentialKey, on connection: PostgresConnection) async throws {
+    /// Writes the entry on `connection`: in the caller's transaction, or, `alone`, as one CALL
+    /// of `tokenvault_save_v1` that commits before it replies (never inside a transaction block).
+    func save(_ secret: Data, for key: CredentialKey, on connection: PostgresConnection, alone: Bool = false) async throws {
         let sealing = current
         let rowHash = sealing.keys.rowHash(key)
         let serviceHash = sealing.keys.serviceHash(key.service)
@@ -339,21 +374,30 @@ public final class PostgresStore: CredentialStore, Sendable {
         for _ in 0..<8 {
             let sealed = try sealing.keys.seal(
                 key, secret: secret, associatedData: Self.associatedData(vaultID: sealing.vaultID, rowHash: rowHash, version: version))
-            // One statement, so one transaction (or the caller's): the row and its NOTIFY
-            // (for the read caches of every process) commit together.
-            let rows = try await connection.query(
-                """
-                WITH written AS (
-                    INSERT INTO tokenvault_entries (row_hash, service_hash, version, sealed)
-                    SELECT \(Data(rowHash)), \(Data(serviceHash)), \(version), \(Data(sealed))
-                    FROM tokenvault_header WHERE id = 1 AND vault_id = \(Data(sealing.vaultID))
-                    ON CONFLICT (row_hash) DO UPDATE SET service_hash = EXCLUDED.service_hash, version = EXCLUDED.version, sealed = EXCLUDED.sealed
-                    WHERE tokenvault_entries.version < EXCLUDED.version
-                    RETURNING version)
-                SELECT version, pg_notify(\(PostgresReadCache.channel), \(PostgresReadCache.payload(rowHash))) FROM written
-                """, logger: logger)
+            // One statement (or one procedure), so one transaction (or the caller's): the row and
+            // its NOTIFY (for the read caches of every process) commit together.
             var written = false
-            for try await _ in rows { written = true }
+            if alone {
+                let rows = try await connection.query(
+                    """
+                    CALL tokenvault_save_v1(\(Data(rowHash)), \(Data(serviceHash)), \(version), \(Data(sealed)), \(Data(sealing.vaultID)),
+                                            \(PostgresReadCache.channel), \(PostgresReadCache.payload(rowHash)), NULL)
+                    """, logger: logger)
+                for try await (done) in rows.decode(Bool?.self) { written = done ?? false }
+            } else {
+                let rows = try await connection.query(
+                    """
+                    WITH written AS (
+                        INSERT INTO tokenvault_entries (row_hash, service_hash, version, sealed)
+                        SELECT \(Data(rowHash)), \(Data(serviceHash)), \(version), \(Data(sealed))
+                        FROM tokenvault_header WHERE id = 1 AND vault_id = \(Data(sealing.vaultID))
+                        ON CONFLICT (row_hash) DO UPDATE SET service_hash = EXCLUDED.service_hash, version = EXCLUDED.version, sealed = EXCLUDED.sealed
+                        WHERE tokenvault_entries.version < EXCLUDED.version
+                        RETURNING version)
+                    SELECT version, pg_notify(\(PostgresReadCache.channel), \(PostgresReadCache.payload(rowHash))) FROM written
+                    """, logger: logger)
+                for try await _ in rows { written = true }
+            }
             if written { return }
             // Nothing written: the vault was rekeyed, or the stored version is not lower.
             let check = try await connection.query(
@@ -370,9 +414,22 @@ public final class PostgresStore: CredentialStore, Sendable {
         throw VaultError(.timeout, "Other writers kept replacing \(key) in \(vaultName); the save was given up after 8 tries.")
     }
 
-    func delete(_ key: CredentialKey, on connection: PostgresConnection) async throws -> Bool {
+    /// Deletes the entry on `connection`: in the caller's transaction, or, `alone`, as one CALL
+    /// of `tokenvault_delete_v1` that commits before it replies.
+    func delete(_ key: CredentialKey, on connection: PostgresConnection, alone: Bool = false) async throws -> Bool {
         let sealing = current
         let rowHash = sealing.keys.rowHash(key)
+        if alone {
+            let rows = try await connection.query(
+                """
+                CALL tokenvault_delete_v1(\(Data(rowHash)), \(Data(sealing.vaultID)), \(PostgresReadCache.channel),
+                                          \(PostgresReadCache.payload(rowHash)), NULL)
+                """, logger: logger)
+            var deleted = false
+            for try await (done) in rows.decode(Bool?.self) { deleted = done ?? false }
+            if !deleted { try await checkHeader(on: connection, sealing) }
+            return deleted
+        }
         let rows = try await connection.query(
             """
             WITH deleted AS (
