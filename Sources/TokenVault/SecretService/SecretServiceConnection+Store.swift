@@ -90,24 +90,19 @@ extension SecretServiceStore.Connection {
     /// - One item per key, as before: the search, made before the write, lists the other items for
     ///   the same service and account (one of `secret-tool store`, or of this schema in another
     ///   collection), and those that are unlocked are deleted after the write.
-    /// - The lock: the default collection's `Locked` property is read at the same time as the
-    ///   search (from another thread, on the same connection: the two requests go out together),
-    ///   so that `CreateItem` never meets a locked collection (which would prompt) and a new key
-    ///   costs two round trips, not three. An unlocked item of the search in the default
-    ///   collection shows the same, so then an error of that read does not matter.
+    /// - The lock: an unlocked item of the search in the default collection shows that the
+    ///   collection is unlocked, as reading its `Locked` property would; otherwise that property is
+    ///   read, so that `CreateItem` never meets a locked collection (which would prompt).
     func storeReplacing(
         _ secret: Data, _ key: CredentialKey, label: String, wireContentType: String,
         _ cancellable: UnsafeMutablePointer<GCancellable>, action: String
     ) throws -> SecretServiceStore.StoreOutcome {
-        let lockState = ConcurrentCall { [self] in try defaultCollectionState(cancellable, action: action) }
-        let searched = Result { try search(key, cancellable, action: action) }
-        let state = lockState.wait()
-        let found = try searched.get()
+        let found = try search(key, cancellable, action: action)
         let unlockedHere = defaultCollectionCache.map { collection in
             found.unlocked.contains { $0.hasPrefix(collection + "/") }
         } ?? false
         if !unlockedHere {
-            guard let collection = try state.get() else {
+            guard let collection = try defaultCollectionState(cancellable, action: action) else {
                 throw Self.noDefaultCollection(key)
             }
             if collection.locked { return .locked([collection.path]) }
@@ -188,31 +183,5 @@ extension SecretServiceStore.Connection {
                 + (readBack.isEmpty ? "empty" : "altered (\(readBack.count) bytes instead of \(secret.count))")
                 + ". KeePassXC, for one, expands placeholders such as {USERNAME} or {S:name} when a secret is read, "
                 + "and refuses {REF:…}. \(undone) Use the encrypted file backend for such a secret.")
-    }
-}
-
-/// A blocking call run on another thread while the caller's thread makes its own, so that the
-/// two D-Bus requests travel together. GDBus connections may be used from several threads; the
-/// caller waits for the result (and so for the thread) before it goes on, and both calls share
-/// the operation's cancellable, so a deadline ends both.
-private final class ConcurrentCall<Value>: @unchecked Sendable {
-    private let done = DispatchSemaphore(value: 0)
-    private var result: Result<Value, any Error>?
-
-    init(_ body: @escaping () throws -> Value) {
-        let call = UncheckedBody(body: body)
-        DispatchQueue.global(qos: .userInitiated).async { [self] in
-            result = Result { try call.body() }
-            done.signal()
-        }
-    }
-
-    func wait() -> Result<Value, any Error> {
-        done.wait()
-        return result!
-    }
-
-    private struct UncheckedBody: @unchecked Sendable {
-        let body: () throws -> Value
     }
 }
