@@ -9,13 +9,20 @@ import Testing
 /// (Locked, SearchItems, the item's properties, GetSecrets of the old value, SetSecret, GetSecrets
 /// to read it back) and a delete 3 (Locked, SearchItems, Delete).
 @Suite(.timeLimit(.minutes(2))) struct SecretServiceRoundTripTests {
-    @Test func eachOperationOnGnomeKeyringTakesTheFewestCalls() async throws {
+    /// A private bus with gnome-keyring, a call monitor, and a store opened in a check process;
+    /// the monitor has taken the calls made so far.
+    private static func monitoredKeyring() async throws -> (PrivateBus, CallMonitor, SecretServiceCheck) {
         let bus = try await PrivateBus.start()
         try await bus.startKeyring(password: "round-trip-test-password")
         let monitor = try await CallMonitor.start(bus)
         let check = try await SecretServiceCheck.start(environment: bus.environment)
         #expect(try await check.send("open 10000 0").ok)
         _ = try await monitor.calls()
+        return (bus, monitor, check)
+    }
+
+    @Test func eachOperationOnGnomeKeyringTakesTheFewestCalls() async throws {
+        let (bus, monitor, check) = try await Self.monitoredKeyring()
 
         // A new key: the search, the alias and the lock of the default collection (read once per
         // connection and then kept), CreateItem.
@@ -42,11 +49,7 @@ import Testing
     /// A cold `vault get` that names the Secret Service connects once and makes no probe: no
     /// second connection reading the default alias and its lock before the store's own calls.
     @Test func aNamedSecretServiceIsNotProbedFirst() async throws {
-        let bus = try await PrivateBus.start()
-        try await bus.startKeyring(password: "round-trip-test-password")
-        let monitor = try await CallMonitor.start(bus)
-        let check = try await SecretServiceCheck.start(environment: bus.environment)
-        #expect(try await check.send("open 10000 0").ok)
+        let (bus, monitor, check) = try await Self.monitoredKeyring()
         #expect(try await check.send("save github octocat gho_notProbed1").ok)
         _ = try await monitor.calls()
 
