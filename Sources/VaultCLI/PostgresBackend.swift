@@ -54,9 +54,9 @@ public struct PostgresVaultStatus: Sendable {
 public enum VaultProgram: Sendable {
     /// Runs the `vault` command line. `postgres` is `nil` in `vault`, which then hands postgres
     /// commands over to `vault-postgres`.
-    public static func main(postgres: (any PostgresBackend)?) async {
+    public static func main(postgres: (any PostgresBackend)?) -> Never {
         installed.withLock { $0 = postgres }
-        await VaultCommand.main()
+        VaultCommand.start()
     }
 
     private static let installed = Mutex<(any PostgresBackend)?>(nil)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Dispatch
 import TokenVault
 
 struct VaultCommand: AsyncParsableCommand {
@@ -29,34 +30,68 @@ struct VaultCommand: AsyncParsableCommand {
     /// positions mean the same, and help and completion list the options at both levels.
     @OptionGroup var global: GlobalOptions
 
-    /// Runs the command and turns a ``VaultError`` into a message on stderr and its exit code,
-    /// the one place where that happens. Usage errors keep ArgumentParser's handling (exit 64).
-    static func main() async {
+    /// Parses the command line on the calling (main) thread, then runs the command, and turns a
+    /// ``VaultError`` into a message on stderr and its exit code, the one place where that happens.
+    /// Usage errors keep ArgumentParser's handling (exit 64).
+    ///
+    /// Parsing is synchronous, so `--version`, `--help` and usage errors end the process before
+    /// Swift's concurrency runtime starts a thread. Only a command that runs goes async: it runs in
+    /// a task while the main thread serves the main queue (`dispatchMain`), as an `async` main does.
+    static func start() -> Never {
         StandardStreams.occupyClosedDescriptors()
         RawArguments.refuseNonUTF8()
+        let command: any ParsableCommand
         do {
             // Before anything reads a secret: no core dump of this process may hold one.
             try ProcessHardening.disableCoreDumps()
-            var command = try parseAsRoot()
+            command = try parseAsRoot()
             // `vault` has no PostgreSQL backend built in: a command that names it runs in
             // `vault-postgres` instead, before anything is read or written.
             if VaultProgram.postgres == nil, (command as? any PostgresAware)?.usesPostgres == true {
                 try PostgresHandoff.execute()
             }
-            if var asyncCommand = command as? any AsyncParsableCommand {
-                try await asyncCommand.run()
-            } else {
-                try command.run()
-            }
-        } catch let error as VaultError {
+        } catch {
+            fail(error)
+        }
+        guard let asyncCommand = command as? any AsyncParsableCommand else {
+            var command = command
+            do { try command.run() } catch { fail(error) }
+            Self.exit()
+        }
+        let box = CommandBox(command: asyncCommand)
+        Task.detached {
+            do { try await box.run() } catch { fail(error) }
+            Self.exit()
+        }
+        dispatchMain()
+    }
+
+    /// Ends the process with the message and exit code `error` calls for.
+    private static func fail(_ error: any Error) -> Never {
+        switch error {
+        case let error as VaultError:
             // A message that cannot be written leaves the exit code to say what happened.
             do { try Output.error(error.message) } catch {}
             Self.exit(withError: ExitCode(ExitStatus.code(for: error.code)))
-        } catch let error as OutputFailure {
+        case let error as OutputFailure:
             do { try Output.error(error.description) } catch {}
             Self.exit(withError: ExitCode(ExitStatus.outputFailed))
-        } catch {
+        default:
             Self.exit(withError: error)
         }
+    }
+}
+
+/// Carries the parsed command into the task that runs it. The command is a value parsed from the
+/// command line and only that task touches it after the hand-over.
+private final class CommandBox: @unchecked Sendable {
+    private var command: any AsyncParsableCommand
+
+    init(command: any AsyncParsableCommand) {
+        self.command = command
+    }
+
+    func run() async throws {
+        try await command.run()
     }
 }

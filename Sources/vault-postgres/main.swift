@@ -3,4 +3,4 @@
 // command exactly as `vault` does.
 import VaultCLI
 
-await VaultProgram.main(postgres: PostgresCommandBackend())
+VaultProgram.main(postgres: PostgresCommandBackend())

@@ -3,4 +3,4 @@
 // names the postgres backend is handed over to `vault-postgres` (VaultCLI's PostgresHandoff).
 import VaultCLI
 
-await VaultProgram.main(postgres: nil)
+VaultProgram.main(postgres: nil)
