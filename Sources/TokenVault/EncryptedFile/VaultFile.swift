@@ -302,17 +302,18 @@ final class VaultFile: Sendable {
     /// Returns, for each change, whether the key held an entry before.
     func write(_ changes: [RecordLog.Change]) throws -> [Bool] {
         try lockFile.withLock(exclusive: true, logger: logger) {
-            let (existed, effective, log, fd) = try state.withLock { state in
+            // The log's tail, not the log: a copy of the log would make `append` below copy the index.
+            let (existed, effective, tail, fd) = try state.withLock { state in
                 try catchUp(&state)
                 let plan = state.log.plan(changes)
-                return (plan.existed, plan.effective, state.log, state.fd)
+                return (plan.existed, plan.effective, state.log.tail, state.fd)
             }
             guard !effective.isEmpty else { return existed }
             try requireWritable()
-            let batch = try log.seal(effective, scratch: queueOnly.writeScratch)
+            let batch = try tail.seal(effective, scratch: queueOnly.writeScratch)
             do {
                 try VaultDisk.append(
-                    batch.bytes, fd: fd, at: log.validEnd, cutTornTail: log.hasTornTail, path: path, logger: logger)
+                    batch.bytes, fd: fd, at: tail.validEnd, cutTornTail: tail.hasTornTail, path: path, logger: logger)
             } catch let failure as VaultDisk.SyncFailed {
                 state.withLock { $0.poisoned = true }
                 throw failure.error
