@@ -11,7 +11,8 @@ internal import Synchronization
 /// Threading: every method that changes state, and every file operation that can block (locks,
 /// reads of new data, writes, `fsync`), runs on the store's serial queue, never on Swift's
 /// cooperative pool. The fast read path (``lookupIfFresh(_:)``) runs on the caller's thread:
-/// it `stat`s the file and decrypts one record. Everything several threads touch is in `state`.
+/// it asks the ``FileWatch`` whether anything touched the file (or `stat`s it where there is no
+/// watch, or there was an event) and decrypts one record. Everything several threads touch is in `state`.
 final class VaultFile: Sendable {
     let path: String
     let lockPath: String
@@ -36,6 +37,12 @@ final class VaultFile: Sendable {
         let readScratch: SecureBuffer
         /// An `fdatasync` failed: no later write may report success (see ``VaultDisk/SyncFailed``).
         var poisoned = false
+        /// Tells the read path that nothing touched the file, without a `stat` of its path;
+        /// `nil` where it cannot (see ``FileWatch``).
+        var watch: FileWatch?
+        /// The state was current at a moment after `watch` was last drained: with no event since,
+        /// it still is. False until a `stat` (or a catch-up) confirms it.
+        var currentSinceLastPoll = false
     }
 
     /// What only the store's serial queue touches.
@@ -141,7 +148,8 @@ final class VaultFile: Sendable {
         state = Mutex(
             State(
                 fd: fd, writable: writable, identity: (status.device, status.inode),
-                observedSize: status.size, log: log, source: source, readScratch: readScratch))
+                observedSize: status.size, log: log, source: source, readScratch: readScratch,
+                watch: FileWatch(path: path, directory: AtomicFile.parentDirectory(of: path), fd: fd)))
         fdOwned = false
         logger.debug(
             "opened encrypted vault file",
@@ -195,10 +203,26 @@ final class VaultFile: Sendable {
     // MARK: Keeping up with the file
 
     /// Whether the in-memory state still matches the file: same inode, same size, no torn tail.
-    private func isFresh(_ state: State) throws -> Bool {
+    /// With a ``FileWatch`` and no event since the state was last found current, that is known
+    /// without a system call on the path; otherwise the path is `stat`ed.
+    private func isFresh(_ state: inout State) throws -> Bool {
+        if let watch = state.watch, !state.log.hasTornTail {
+            switch watch.poll() {
+            case .quiet:
+                if state.currentSinceLastPoll { return true }
+            case .changed:
+                state.currentSinceLastPoll = false
+            case .broken:
+                state.watch = nil
+                state.currentSinceLastPoll = false
+            }
+        }
         guard let status = try VaultIO.stat(path) else { return false }
-        return status.device == state.identity.device && status.inode == state.identity.inode
+        let fresh =
+            status.device == state.identity.device && status.inode == state.identity.inode
             && status.size == state.observedSize && !state.log.hasTornTail
+        state.currentSinceLastPoll = fresh
+        return fresh
     }
 
     /// Reads what other processes appended, or reloads a replaced file. The caller holds the
@@ -213,12 +237,17 @@ final class VaultFile: Sendable {
             try reload(&state)
             return
         }
-        if status.size == state.observedSize && !state.log.hasTornTail { return }
+        // Current as of this stat, which follows the watch's last poll (both run under `state`'s lock).
+        if status.size == state.observedSize && !state.log.hasTornTail {
+            state.currentSinceLastPoll = true
+            return
+        }
         let end = VaultDisk.endOfData(fd: state.fd, from: state.log.validEnd, to: status.size)
         let torn = try state.log.ingest(from: state.source, to: end, scratch: state.readScratch)
         if end < status.size { state.log.markTornTail() }
         Self.noteTornTail(torn, log: state.log, logger: logger)
         state.observedSize = status.size
+        state.currentSinceLastPoll = !state.log.hasTornTail
     }
 
     /// Reopens `path` after another process compacted or rekeyed it, and rebuilds the index.
@@ -249,7 +278,16 @@ final class VaultFile: Sendable {
         state.log = log
         state.source = source
         state.observedSize = status.size
+        Self.watchNewFile(&state)
         logger.debug("reloaded the vault file after another process replaced it", metadata: ["path": "\(path)"])
+    }
+
+    /// Watches the file now open at `state.fd`, which replaced the one watched. Until a `stat`
+    /// after this, the state is not taken as current: a change between the read and the new
+    /// watch raised no event.
+    private static func watchNewFile(_ state: inout State) {
+        if let watch = state.watch, !watch.watchFile(state.fd) { state.watch = nil }
+        state.currentSinceLastPoll = false
     }
 
     /// Catches up with other processes under a shared lock. Queue only.
@@ -271,7 +309,7 @@ final class VaultFile: Sendable {
 
     func lookupIfFresh(_ key: CredentialKey) throws -> FreshLookup {
         try state.withLock { state in
-            guard try isFresh(state) else { return .stale }
+            guard try isFresh(&state) else { return .stale }
             return switch try state.log.lookup(key, in: state.source, scratch: state.readScratch) {
             case .found(let secret): .found(secret)
             case .absent: .absent
@@ -287,7 +325,7 @@ final class VaultFile: Sendable {
     /// The keys if the in-memory state is current, `nil` if the caller must refresh first.
     func keysIfFresh(service: String?) throws -> [CredentialKey]? {
         try state.withLock { state in
-            guard try isFresh(state) else { return nil }
+            guard try isFresh(&state) else { return nil }
             return state.log.keys(service: service)
         }
     }
@@ -389,6 +427,7 @@ final class VaultFile: Sendable {
             state.identity = (status.device, status.inode)
             state.log = newLog
             state.observedSize = newLog.validEnd
+            Self.watchNewFile(&state)
         }
         queueOnly.compactionDeferredUntil = 0
     }

@@ -442,6 +442,35 @@ import Glibc
         #expect(try await second.delete(S.key("b")) == false)
     }
 
+    /// A warm get no longer `stat`s the path when nothing happened (the inotify watch says so).
+    /// Changes from outside the store must still show at once: a backup copy renamed over the
+    /// vault by hand, then a write by another instance into that new file (which only a watch on
+    /// the new file's inode, installed at the reload, reports).
+    @Test func aFileRenamedOverTheVaultAndWritesToItAreSeenAtOnce() async throws {
+        let dir = try TemporaryDirectory()
+        let vault = dir.file("vault")
+        let backup = dir.file("vault.backup")
+        let key = try S.keyFile(in: dir)
+        let reader = try await S.open(vault, .keyFile(key))
+        try await reader.save(Data("backed up".utf8), for: S.key("a"))
+        try FileManager.default.copyItem(atPath: vault, toPath: backup)
+        try await reader.save(Data("newer".utf8), for: S.key("a"))
+        #expect(try await reader.load(S.key("a")) == Data("newer".utf8))
+        // Warm, twice, so the next change is not caught by a check still pending from the writes.
+        #expect(try await reader.load(S.key("a")) == Data("newer".utf8))
+
+        #expect(rename(backup, vault) == 0)
+        #expect(try await reader.load(S.key("a")) == Data("backed up".utf8))
+        #expect(try await reader.load(S.key("a")) == Data("backed up".utf8))
+
+        let writer = try await S.open(vault, .keyFile(key))
+        try await writer.save(Data("after the restore".utf8), for: S.key("a"))
+        #expect(try await reader.load(S.key("a")) == Data("after the restore".utf8))
+        try await writer.save(Data("and again".utf8), for: S.key("b"))
+        #expect(try await reader.keys() == [S.key("a"), S.key("b")])
+        #expect(try await reader.load(S.key("b")) == Data("and again".utf8))
+    }
+
     @Test func descriptionsShowNoSecret() async throws {
         let typed = try SecretBytes(copying: Array("hunter2-passphrase".utf8))
         let source = VaultConfiguration.KeySource.passphrase(typed)

@@ -1,0 +1,123 @@
+// Owns: telling, without a path lookup, that nobody has touched the vault file since the last
+// check. An inotify instance watches the file's inode (writes through any name) and its directory
+// (the name replaced, moved or removed). No event since a check that found the in-memory state
+// current means the state is still current; any event, or any doubt, means "check with stat".
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
+/// A cheap "has anything happened?" for ``VaultFile``'s read path.
+///
+/// A warm get used to `stat` the vault's path every time to notice another process's write or a
+/// replaced file; the path walk was about a third of its cost. Now it reads this instance's queue,
+/// one non-blocking `read` that finds nothing while the file is left alone. The kernel queues an
+/// event inside the writer's `write` or `rename` call, before that call returns, so a change
+/// another process has finished is always seen. Used only on local file systems (on NFS and the
+/// like other hosts' changes raise no event); elsewhere, or if inotify is unavailable (the
+/// per-user instance limit), or once the kernel drops the directory's watch, ``VaultFile`` keeps
+/// `stat`ing the path.
+final class FileWatch: @unchecked Sendable {  // used only under VaultFile's state lock
+    private let fd: Int32
+    private let directoryWatch: Int32
+    /// The watch on the vault's inode; replaced when the file is.
+    private var fileWatch: Int32
+
+    enum Poll {
+        /// No event since the last poll.
+        case quiet
+        /// Something happened (or events were lost): check with `stat`.
+        case changed
+        /// The watch no longer works (its directory is gone or unmounted): stop using it.
+        case broken
+    }
+
+    /// Watches `path` (the vault, by the inode behind `fd`) and its directory; `nil` where that
+    /// cannot be done, or would not be trustworthy.
+    init?(path: String, directory: String, fd fileFD: Int32) {
+        guard Self.isLocal(fileFD) else { return nil }
+        let fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        guard fd >= 0 else { return nil }
+        let directoryMask = UInt32(IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF)
+        let directoryWatch = inotify_add_watch(fd, directory, directoryMask | UInt32(IN_ONLYDIR))
+        let fileWatch = Self.addFileWatch(fd, fileFD: fileFD)
+        guard directoryWatch >= 0, fileWatch >= 0 else {
+            close(fd)
+            return nil
+        }
+        self.fd = fd
+        self.directoryWatch = directoryWatch
+        self.fileWatch = fileWatch
+    }
+
+    deinit { close(fd) }
+
+    /// Watches the inode open at `fileFD` (after a reload, the new file), by its /proc/self/fd
+    /// name: the inode this process reads, whatever happened to the path meanwhile.
+    func watchFile(_ fileFD: Int32) -> Bool {
+        let new = Self.addFileWatch(fd, fileFD: fileFD)
+        guard new >= 0 else { return false }
+        // The replaced file's watch, unless the kernel gave the same one back (same inode).
+        if new != fileWatch { inotify_rm_watch(fd, fileWatch) }
+        fileWatch = new
+        return true
+    }
+
+    private static func addFileWatch(_ fd: Int32, fileFD: Int32) -> Int32 {
+        inotify_add_watch(fd, "/proc/self/fd/\(fileFD)", UInt32(IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF))
+    }
+
+    /// Drains the queue and says what it held.
+    func poll() -> Poll {
+        // On the stack: this runs on every warm get.
+        withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 8) { buffer in
+            var result = Poll.quiet
+            while true {
+                let count = read(fd, buffer.baseAddress, buffer.count)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    // EAGAIN: drained. Anything else: not to be trusted.
+                    return errno == EAGAIN ? result : .broken
+                }
+                if count == 0 { return .broken }
+                result = .changed
+                var offset = 0
+                // struct inotify_event: wd (Int32), mask (UInt32), cookie (UInt32), len (UInt32), name[len].
+                while offset + 16 <= count {
+                    let watch = buffer.loadUnaligned(fromByteOffset: offset, as: Int32.self)
+                    let mask = buffer.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
+                    let length = buffer.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)
+                    // The directory's watch is gone: no event will come for a replaced file any more.
+                    if watch == directoryWatch, mask & UInt32(IN_IGNORED) != 0 { return .broken }
+                    offset += 16 + Int(length)
+                }
+            }
+        }
+    }
+
+    /// `fstatfs(2)`. Swift's Glibc module leaves out `<sys/statfs.h>`, so it is looked up once
+    /// with `dlsym`, as ``ProcessHardening`` looks up `prctl`.
+    private typealias FStatFS = @convention(c) (Int32, UnsafeMutableRawPointer) -> Int32
+    private static let fstatfs: FStatFS? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "fstatfs") else { return nil }
+        return unsafeBitCast(symbol, to: FStatFS.self)
+    }()
+
+    /// Local file systems whose every change on this host raises an inotify event.
+    private static func isLocal(_ fd: Int32) -> Bool {
+        guard let fstatfs else { return false }
+        // struct statfs is 120 bytes on 64-bit Linux and begins with f_type, a long (the kernel's
+        // __statfs_word); the buffer leaves room to spare.
+        return withUnsafeTemporaryAllocation(byteCount: 512, alignment: 16) { buffer in
+            guard fstatfs(fd, buffer.baseAddress!) == 0 else { return false }
+            let type = buffer.load(as: Int.self)
+            let local: Set<Int> = [
+                0xEF53,  // ext2/3/4
+                0x5846_5342,  // xfs
+                0x9123_683E,  // btrfs
+                0x0102_1994,  // tmpfs
+                0xF2F5_2010,  // f2fs
+            ]
+            return local.contains(type)
+        }
+    }
+}
