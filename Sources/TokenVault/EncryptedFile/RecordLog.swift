@@ -114,10 +114,9 @@ struct RecordLog {
                 throw damagedRecord(at: position, "failed authentication")
             }
             guard let parsed = opened else { throw damagedRecord(at: position, "is malformed") }
-            pending.append(
-                PendingRecord(
-                    key: parsed.key, operation: parsed.operation,
-                    sealed: SealedRecord(sequence: sequence, offset: position, count: UInt32(frameCount))))
+            let record = PendingRecord(
+                key: parsed.key, operation: parsed.operation,
+                sealed: SealedRecord(sequence: sequence, offset: position, count: UInt32(frameCount)))
             sequence += 1
             position = frameEnd
             if !sizedIndex, sequence - firstSequence == 64 {
@@ -126,9 +125,18 @@ struct RecordLog {
                 index.reserveCapacity(index.count + 64 + Int((end - position) / max(mean, 1)))
                 sizedIndex = true
             }
-            if !parsed.continues {
-                for item in pending.indices { apply(pending[item]) }  // borrowed, not copied
-                pending.removeAll(keepingCapacity: true)
+            if parsed.continues {
+                pending.append(record)
+            } else {
+                if pending.isEmpty {
+                    // A batch of one record (every lone set): applied as it is, not copied through
+                    // `pending` (the copies were 7 % of opening a 100,000-entry vault).
+                    apply(record)
+                } else {
+                    pending.append(record)
+                    for item in pending.indices { apply(pending[item]) }  // borrowed, not copied
+                    pending.removeAll(keepingCapacity: true)
+                }
                 committed = position
                 validEnd = committed
                 recordCount = sequence
