@@ -151,4 +151,7 @@ public final class EncryptedFileStore: CredentialStore, Sendable {
 
     /// Counts for tests and tools: entries, records in the log, bytes in the file, live bytes.
     var statistics: VaultFile.Statistics { file.statistics }
+
+    /// Whether reads ask a ``FileWatch`` instead of `stat`ing the path (tests).
+    var watchesFile: Bool { file.watchesFile }
 }

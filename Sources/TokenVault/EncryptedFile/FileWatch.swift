@@ -2,6 +2,7 @@
 // check. An inotify instance watches the file's inode (writes through any name) and its directory
 // (the name replaced, moved or removed). No event since a check that found the in-memory state
 // current means the state is still current; any event, or any doubt, means "check with stat".
+internal import Dispatch
 #if canImport(Glibc)
 internal import Glibc
 #endif
@@ -15,7 +16,8 @@ internal import Glibc
 /// another process has finished is always seen. Used only on local file systems (on NFS and the
 /// like other hosts' changes raise no event); elsewhere, or if inotify is unavailable (the
 /// per-user instance limit), or once the kernel drops the directory's watch, ``VaultFile`` keeps
-/// `stat`ing the path.
+/// `stat`ing the path. A store sets its watch up only after a few dozen reads (see
+/// `VaultFile.State.checksBeforeWatching`), so a short-lived process never pays for one.
 final class FileWatch: @unchecked Sendable {  // used only under VaultFile's state lock
     private let fd: Int32
     private let directoryWatch: Int32
@@ -49,7 +51,12 @@ final class FileWatch: @unchecked Sendable {  // used only under VaultFile's sta
         self.fileWatch = fileWatch
     }
 
-    deinit { close(fd) }
+    /// Closed on another thread: freeing an inotify instance waits for a kernel grace period
+    /// (milliseconds), which the thread that dropped the store need not wait for.
+    deinit {
+        let fd = fd
+        DispatchQueue.global(qos: .utility).async { close(fd) }
+    }
 
     /// Watches the inode open at `fileFD` (after a reload, the new file), by its /proc/self/fd
     /// name: the inode this process reads, whatever happened to the path meanwhile.
