@@ -18,6 +18,10 @@ internal import Glibc
 /// per-user instance limit), or once the kernel drops the directory's watch, ``VaultFile`` keeps
 /// `stat`ing the path. A store sets its watch up only after a few dozen reads (see
 /// `VaultFile.State.checksBeforeWatching`), so a short-lived process never pays for one.
+///
+/// A child made by `fork` (without `exec`) would share the instance's queue with its parent, as
+/// it shares the vault's descriptors and `flock`: a store is not for use across a `fork`, and
+/// nothing here checks for one (a `getpid` on every get cost about 5 % of it).
 final class FileWatch: @unchecked Sendable {  // used only under VaultFile's state lock
     private let fd: Int32
     private let directoryWatch: Int32

@@ -124,7 +124,13 @@ func run() async throws {
         // One "host" of the cross-host tests: the database (TOKEN_VAULT_DATABASE_URL and
         // TOKEN_VAULT_DATABASE_PASSWORD_FILE) is all it shares with the others.
         guard let keyFile = ProcessInfo.processInfo.environment["TOKEN_VAULT_KEY_FILE"] else { throw Failure("no TOKEN_VAULT_KEY_FILE") }
-        vault = Vault(store: try await PostgresStore.open(.fromEnvironment(), keySource: .keyFile(keyFile)))
+        // Up to a dozen of these start at once, each with a TLS handshake in a debug build, beside
+        // the other test processes of a 2-core machine: one open took over the 10 s default in a
+        // CI run. What the tests bound is the refresh, not the open (whose bound has a test of
+        // its own, anUnreachableServerIsUnavailableWithinTheBound), so allow 30 s per call here.
+        vault = Vault(
+            store: try await PostgresStore.open(
+                .fromEnvironment(), keySource: .keyFile(keyFile), options: PostgresStore.Options(operationTimeout: .seconds(30))))
     } else {
         vault = try await Vault.open(configuration)
     }
