@@ -37,9 +37,9 @@ final class FileWatch: @unchecked Sendable {  // used only under VaultFile's sta
         case broken
     }
 
-    /// Watches `path` (the vault, by the inode behind `fd`) and its directory; `nil` where that
-    /// cannot be done, or would not be trustworthy.
-    init?(path: String, directory: String, fd fileFD: Int32) {
+    /// Watches the vault by the inode behind `fileFD`, and `directory`, the one that holds its
+    /// name; `nil` where that cannot be done, or would not be trustworthy.
+    init?(directory: String, fd fileFD: Int32) {
         guard Self.isLocal(fileFD) else { return nil }
         let fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard fd >= 0 else { return nil }

@@ -229,7 +229,7 @@ final class VaultFile: Sendable {
         if state.checksBeforeWatching > 0 {
             state.checksBeforeWatching -= 1
             if state.checksBeforeWatching == 0 {
-                state.watch = FileWatch(path: path, directory: AtomicFile.parentDirectory(of: path), fd: state.fd)
+                state.watch = FileWatch(directory: AtomicFile.parentDirectory(of: path), fd: state.fd)
                 // That stat came before the watch: the next check must stat again.
                 state.currentSinceLastPoll = false
             }
