@@ -133,12 +133,12 @@ extension PostgresStore {
     /// connection when the connection fails (a restarted server, a terminated backend, a
     /// tripped pool) until that bound. A body that fails otherwise is not retried.
     func bounded<Result: Sendable>(
-        _ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+        _ what: @autoclosure @escaping @Sendable () -> String, _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let client = self.client
         let vault = vaultName
-        return try await Self.withDeadline(options.operationTimeout, what: what, vault: vault) {
-            try await Self.retrying(what: what, vault: vault) {
+        return try await Self.withDeadline(options.operationTimeout, what: what(), vault: vault) {
+            try await Self.retrying(what: what(), vault: vault) {
                 try await client.withConnection { connection in try await body(connection) }
             }
         }
@@ -147,7 +147,7 @@ extension PostgresStore {
     /// Calls `attempt` until it succeeds, fails with something other than a lost connection, or
     /// the task is cancelled (by the deadline).
     static func retrying<Result: Sendable>(
-        what: String, vault: String, _ attempt: @Sendable () async throws -> Result
+        what: @autoclosure @Sendable () -> String, vault: String, _ attempt: @Sendable () async throws -> Result
     ) async throws -> Result {
         var pause = Duration.milliseconds(20)
         while true {
@@ -155,7 +155,7 @@ extension PostgresStore {
                 return try await attempt()
             } catch {
                 guard PostgresSQL.isConnectionFailure(error), !Task.isCancelled else {
-                    throw PostgresSQL.vaultError(error, what: what, vault: vault)
+                    throw PostgresSQL.vaultError(error, what: what(), vault: vault)
                 }
                 try await Task.sleep(for: pause)
                 pause = min(pause * 2, .milliseconds(500))
@@ -165,32 +165,26 @@ extension PostgresStore {
 
     /// `body`'s result, or `backendUnavailable` once `limit` has passed, whatever `body` is
     /// doing then (a connect that never answers, a server that stopped responding): the caller
-    /// never waits past the bound. `body` is cancelled and left to finish on its own. When
-    /// `body` wins, the timer is cancelled at once, so no sleeping task outlives the call (under
-    /// load, thousands of calls a second would otherwise each leave one behind for `limit`).
-    /// `timerEnded` (for tests) is called once the timer task has ended, either way.
+    /// never waits past the bound. `body` is cancelled and left to finish on its own. The bound
+    /// is kept by `watch` (one timer for the process), so a call leaves nothing behind when it
+    /// finishes in time: no sleeping task per call (under load, thousands of calls a second
+    /// would otherwise each leave one behind for `limit`, or wake a timer thread to cancel it).
     static func withDeadline<Result: Sendable>(
-        _ limit: Duration, what: String, vault: String, timerEnded: (@Sendable () -> Void)? = nil,
+        _ limit: Duration, what: @autoclosure @escaping @Sendable () -> String, vault: String, watch: DeadlineWatch = .shared,
         _ body: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
         let once = Once()
         let work = WorkHandle()
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
-            // The timer starts first, so the bound counts from the call; the work cancels it
-            // when it wins. Either side resumes the continuation only if it claims `once` first.
-            let timer = Task {
-                defer { timerEnded?() }
-                do {
-                    try await Task.sleep(for: limit)
-                } catch {
-                    return  // cancelled: the work has finished and resumed the caller
-                }
+            // The deadline is entered first, so the bound counts from the call. Either side
+            // resumes the continuation only if it claims `once` first.
+            let entry = watch.register(after: limit) {
                 guard once.claim() else { return }
                 work.cancel()
                 continuation.resume(
                     throwing: VaultError(
                         .backendUnavailable,
-                        "Could not \(what) in \(vault) within \(limit): the database did not answer in time (unreachable, down or restarting)."))
+                        "Could not \(what()) in \(vault) within \(limit): the database did not answer in time (unreachable, down or restarting)."))
             }
             work.set(
                 Task {
@@ -201,14 +195,14 @@ extension PostgresStore {
                         result = .failure(error)
                     }
                     guard once.claim() else { return }
-                    timer.cancel()
+                    watch.remove(entry)
                     continuation.resume(with: result)
                 })
         }
     }
 }
 
-/// The work task of ``PostgresStore/withDeadline(_:what:vault:timerEnded:_:)``, to cancel when the
+/// The work task of ``PostgresStore/withDeadline(_:what:vault:watch:_:)``, to cancel when the
 /// timer wins, even if the timer wins before the task is stored here.
 final class WorkHandle: Sendable {
     private let state = Mutex<(task: Task<Void, Never>?, cancelled: Bool)>((nil, false))
