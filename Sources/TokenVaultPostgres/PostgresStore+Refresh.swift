@@ -124,7 +124,7 @@ struct LockedView: CredentialStore {
 
     func load(_ key: CredentialKey) async throws -> Data? {
         do {
-            return try await store.load(key, on: connection)
+            return try await store.load(key, on: connection, inTransaction: true)
         } catch {
             throw PostgresSQL.vaultError(error, what: "read \(key) under the refresh lock", vault: store.vaultName)
         }

@@ -125,6 +125,9 @@ public final class PostgresStore: CredentialStore, Sendable {
     /// user may not create them in a vault made before them.
     let proceduresUsable = Atomic(true)
     var usesProcedures: Bool { proceduresUsable.load(ordering: .relaxed) }
+    /// The prepared statements that failed on a connection: they run unprepared there from
+    /// then on (see ``execute(_:on:)``).
+    let unprepared = Mutex<Set<PreparedOnConnection>>([])
 
     struct Sealing: Sendable {
         var keys: RowSealingKeys
@@ -133,6 +136,7 @@ public final class PostgresStore: CredentialStore, Sendable {
 
     init(configuration: Configuration, options: Options, client: PostgresClient, runner: Task<Void, Never>, sealing: Sealing, logger: Logger) {
         self.configuration = configuration
+        self.vaultName = "the PostgreSQL vault \(configuration)"
         self.options = options
         self.client = client
         self.runner = runner
@@ -198,8 +202,8 @@ public final class PostgresStore: CredentialStore, Sendable {
 
     var current: Sealing { sealing.withLock { $0 } }
 
-    /// The vault's name in messages.
-    var vaultName: String { "the PostgreSQL vault \(configuration)" }
+    /// The vault's name in messages (built once: a call builds a message only when it fails).
+    let vaultName: String
 
     // MARK: CredentialStore
 
@@ -317,22 +321,22 @@ public final class PostgresStore: CredentialStore, Sendable {
         return ad
     }
 
-    func load(_ key: CredentialKey, on connection: PostgresConnection) async throws -> Data? {
+    /// `inTransaction`: `connection` is in the caller's transaction (a refresh's).
+    func load(_ key: CredentialKey, on connection: PostgresConnection, inTransaction: Bool = false) async throws -> Data? {
         let sealing = current
         let rowHash = sealing.keys.rowHash(key)
-        guard let row = try await loadRow(rowHash, sealing: sealing, on: connection) else { return nil }
+        guard let row = try await loadRow(rowHash, sealing: sealing, on: connection, inTransaction: inTransaction) else { return nil }
         return try open(row.sealed, key: key, rowHash: rowHash, version: row.version, sealing: sealing)
     }
 
     /// The row at `rowHash` as stored (not opened), after checking the vault's identity.
-    func loadRow(_ rowHash: [UInt8], sealing: Sealing, on connection: PostgresConnection) async throws -> PostgresReadCache.Row? {
-        let rows = try await connection.query(
-            """
-            SELECT h.vault_id, e.version, e.sealed FROM tokenvault_header h
-            LEFT JOIN tokenvault_entries e ON e.row_hash = \(Data(rowHash)) WHERE h.id = 1
-            """, logger: logger)
-        var found: (Data, Int64?, Data?)?
-        for try await row in rows.decode((Data, Int64?, Data?).self) { found = row }
+    func loadRow(
+        _ rowHash: [UInt8], sealing: Sealing, on connection: PostgresConnection, inTransaction: Bool = false
+    ) async throws -> PostgresReadCache.Row? {
+        // A read may run again: outside a transaction, a failed prepared read is retried unprepared.
+        let found = try await execute(
+            LoadRowStatement(rowHash: Data(rowHash)), on: connection, inTransaction: inTransaction, mayRunTwice: true
+        ).last
         guard let found else { throw headerMissing() }
         try checkVaultID(found.0, sealing)
         guard let version = found.1, let sealed = found.2 else { return nil }
@@ -378,12 +382,10 @@ public final class PostgresStore: CredentialStore, Sendable {
             // its NOTIFY (for the read caches of every process) commit together.
             var written = false
             if alone {
-                let rows = try await connection.query(
-                    """
-                    CALL tokenvault_save_v1(\(Data(rowHash)), \(Data(serviceHash)), \(version), \(Data(sealed)), \(Data(sealing.vaultID)),
-                                            \(PostgresReadCache.channel), \(PostgresReadCache.payload(rowHash)), NULL)
-                    """, logger: logger)
-                for try await (done) in rows.decode(Bool?.self) { written = done ?? false }
+                let call = SaveCallStatement(
+                    rowHash: Data(rowHash), serviceHash: Data(serviceHash), version: version, sealed: Data(sealed),
+                    vaultID: Data(sealing.vaultID), payload: PostgresReadCache.payload(rowHash))
+                written = try await execute(call, on: connection, inTransaction: false, mayRunTwice: false).last.flatMap { $0 } ?? false
             } else {
                 let rows = try await connection.query(
                     """
@@ -494,5 +496,109 @@ public final class PostgresStore: CredentialStore, Sendable {
         VaultError(
             .integrityFailure,
             "The header row of \(vaultName) is missing (tokenvault_header is empty): it was deleted. Restore it from a backup; without it no entry can be opened.")
+    }
+}
+
+/// A prepared statement's name and a connection it failed on.
+struct PreparedOnConnection: Hashable, Sendable {
+    let name: String
+    let connection: PostgresConnection.ID
+}
+
+extension PostgresStore {
+    /// The rows of `statement`, prepared on `connection` the first time it runs there and only
+    /// bound and executed after that.
+    ///
+    /// postgres-nio keeps a failed preparation for the life of its connection and answers every
+    /// later use of that statement there with the same error. So when the statement fails with
+    /// an error from the server (it may have failed to prepare: a procedure not created yet, a
+    /// table being altered, a pooler that does not keep prepared statements), it runs unprepared
+    /// on that connection from then on: slower, never stuck. Outside a transaction it also runs
+    /// again unprepared at once when that is safe, so the caller gets the statement's own answer:
+    /// when `mayRunTwice` (a read), or when the server says the prepared statement never ran
+    /// (SQLSTATE 26000 or 42P05, what a pooler that lost or mixed up prepared statements
+    /// answers). Otherwise the error is thrown as it is.
+    func execute<Statement: PostgresPreparedStatement>(
+        _ statement: Statement, on connection: PostgresConnection, inTransaction: Bool, mayRunTwice: Bool
+    ) async throws -> [Statement.Row] {
+        let key = PreparedOnConnection(name: Statement.name, connection: connection.id)
+        var result: [Statement.Row] = []
+        if !unprepared.withLock({ $0.contains(key) }) {
+            do {
+                for try await row in try await connection.execute(statement, logger: logger) { result.append(row) }
+                return result
+            } catch let error as PSQLError where error.serverInfo != nil {
+                unprepared.withLock { _ = $0.insert(key) }
+                let neverRan = ["26000", "42P05"].contains(error.serverInfo?[.sqlState])
+                guard !inTransaction, mayRunTwice || neverRan else { throw error }
+                logger.debug(
+                    "a prepared statement failed; it runs unprepared on this connection from now on",
+                    metadata: ["statement": "\(Statement.name)", "sqlstate": "\(error.serverInfo?[.sqlState] ?? "")"])
+                result = []
+            }
+        }
+        let rows = try await connection.query(PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings()), logger: logger)
+        for try await row in rows { result.append(try statement.decodeRow(row)) }
+        return result
+    }
+}
+
+/// A get's one statement, prepared once per connection: each later get sends only Bind and
+/// Execute, where an unnamed statement is parsed and planned every time (a third of a get's
+/// time against a loopback server, measured with `Scripts/bench-postgres`).
+///
+/// The vault's identity comes with the row, so a rekeyed or replaced vault is noticed in the
+/// same round trip.
+struct LoadRowStatement: PostgresPreparedStatement {
+    static let name = "tokenvault_load_row_v1"
+    static let sql = """
+        SELECT h.vault_id, e.version, e.sealed FROM tokenvault_header h
+        LEFT JOIN tokenvault_entries e ON e.row_hash = $1 WHERE h.id = 1
+        """
+    static let bindingDataTypes: [PostgresDataType] = [.bytea]
+    typealias Row = (Data, Int64?, Data?)
+
+    let rowHash: Data
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 1)
+        try bindings.append(rowHash)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row {
+        try row.decode(Row.self)
+    }
+}
+
+/// A lone save's one statement: a CALL of the procedure that writes the row, notifies the read
+/// caches and commits before it replies (``PostgresSchema/procedureStatements``).
+struct SaveCallStatement: PostgresPreparedStatement {
+    static let name = "tokenvault_save_call_v1"
+    static let sql = "CALL tokenvault_save_v1($1, $2, $3, $4, $5, $6, $7, NULL)"
+    static let bindingDataTypes: [PostgresDataType] = [.bytea, .bytea, .int8, .bytea, .bytea, .text, .text]
+    typealias Row = Bool?
+
+    let rowHash: Data
+    let serviceHash: Data
+    let version: Int64
+    let sealed: Data
+    let vaultID: Data
+    let payload: String
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 7)
+        try bindings.append(rowHash)
+        try bindings.append(serviceHash)
+        bindings.append(version)
+        try bindings.append(sealed)
+        try bindings.append(vaultID)
+        bindings.append(PostgresReadCache.channel)
+        bindings.append(payload)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row {
+        try row.decode(Bool?.self)
     }
 }
