@@ -125,9 +125,10 @@ public final class PostgresStore: CredentialStore, Sendable {
     /// user may not create them in a vault made before them.
     let proceduresUsable = Atomic(true)
     var usesProcedures: Bool { proceduresUsable.load(ordering: .relaxed) }
-    /// The prepared statements that failed on a connection: they run unprepared there from
-    /// then on (see ``execute(_:on:)``).
-    let unprepared = Mutex<Set<PreparedOnConnection>>([])
+    /// How each statement runs on each connection it has run on (see
+    /// ``execute(_:on:inTransaction:mayRunTwice:)``):
+    /// `true`, prepared; `false`, unprepared for good (it failed there).
+    let statementUse = Mutex<[PreparedOnConnection: Bool]>([:])
 
     struct Sealing: Sendable {
         var keys: RowSealingKeys
@@ -506,8 +507,12 @@ struct PreparedOnConnection: Hashable, Sendable {
 }
 
 extension PostgresStore {
-    /// The rows of `statement`, prepared on `connection` the first time it runs there and only
-    /// bound and executed after that.
+    /// The rows of `statement`: unprepared the first time it runs on `connection`, prepared the
+    /// second time, and only bound and executed after that.
+    ///
+    /// Preparing costs a round trip of its own (postgres-nio waits for the statement's
+    /// description before it binds), so a connection that runs a statement once (the `vault`
+    /// command's, say) never prepares it; one that runs it again pays that round trip once.
     ///
     /// postgres-nio keeps a failed preparation for the life of its connection and answers every
     /// later use of that statement there with the same error. So when the statement fails with
@@ -523,12 +528,19 @@ extension PostgresStore {
     ) async throws -> [Statement.Row] {
         let key = PreparedOnConnection(name: Statement.name, connection: connection.id)
         var result: [Statement.Row] = []
-        if !unprepared.withLock({ $0.contains(key) }) {
+        let prepare = statementUse.withLock { use in
+            guard let prepare = use[key] else {
+                use[key] = true  // the next time
+                return false
+            }
+            return prepare
+        }
+        if prepare {
             do {
                 for try await row in try await connection.execute(statement, logger: logger) { result.append(row) }
                 return result
             } catch let error as PSQLError where error.serverInfo != nil {
-                unprepared.withLock { _ = $0.insert(key) }
+                statementUse.withLock { $0[key] = false }
                 let neverRan = ["26000", "42P05"].contains(error.serverInfo?[.sqlState])
                 guard !inTransaction, mayRunTwice || neverRan else { throw error }
                 logger.debug(

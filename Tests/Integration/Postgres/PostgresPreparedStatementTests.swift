@@ -22,12 +22,15 @@ extension PostgresTests {
                 store.close()
             }
 
-            // A new store's first get prepares its statement, and the table it reads is away.
+            // A connection runs a get unprepared the first time and prepares it the second
+            // time, when the table it reads is away.
             let store = try await postgres.open(database, keySource: .keyFile(keyFile))
             defer { store.close() }
+            #expect(try await store.load(key) == Data("kept".utf8))
+            #expect(store.statementUse.withLock { Array($0.values) } == [true])
             try postgres.sql(database, "ALTER TABLE tokenvault_entries RENAME TO tokenvault_entries_away")
             await #expect(throws: VaultError.self) { try await store.load(key) }
-            #expect(!store.unprepared.withLock { $0.isEmpty })
+            #expect(store.statementUse.withLock { Array($0.values) } == [false])
 
             try postgres.sql(database, "ALTER TABLE tokenvault_entries_away RENAME TO tokenvault_entries")
             for _ in 0..<3 {
@@ -55,7 +58,7 @@ extension PostgresTests {
                 }
             }
             #expect(try await store.load(try CredentialKey(service: "prepared", account: "missing")) == nil)
-            #expect(store.unprepared.withLock { $0.isEmpty })
+            #expect(store.statementUse.withLock { !$0.isEmpty && $0.values.allSatisfy { $0 } })
         }
     }
 }
