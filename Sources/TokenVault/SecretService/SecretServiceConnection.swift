@@ -48,9 +48,8 @@ extension SecretServiceStore {
         /// gnome-keyring lets each operation take fewer round trips, for two reasons measured and
         /// tested on it: its `SearchItems` never prompts and lists the items of a locked collection
         /// as locked (so the lock need not be read before a search), and it stores a secret's
-        /// bytes as given, never interpreting them (so a save needs no read-back, and `CreateItem`
-        /// with replace, which it applies without a dialog, overwrites in one call). Any other
-        /// provider, or a failed check, takes the careful path.
+        /// bytes as given, never interpreting them (so a save needs no read-back, and no old value
+        /// is kept to put back). Any other provider, or a failed check, takes the careful path.
         let isGnomeKeyring: Bool
 
         /// The default collection, through its alias path, as CreateItem accepts it.

@@ -27,9 +27,10 @@ internal import CLibSecret
 /// every reader sees the new value. Every save is read back: a provider that altered or refused the
 /// secret (KeePassXC expands `{USERNAME}`-style placeholders and refuses `{REF:…}`) is an
 /// `integrityFailure`, and the item is put back as it was. On gnome-keyring, which stores the bytes
-/// it is given, never interprets them, and replaces an item without a dialog, a save is instead one
-/// search and one `CreateItem` with replace, with no read-back; a get is one search and one read,
-/// a delete one search and one `Delete`.
+/// it is given, never interprets them, and replaces an item without a dialog, a save has no
+/// read-back: an overwrite is one search, the item's properties and one `SetSecret`, a new entry
+/// one search, the lock and one `CreateItem` with replace; a get is one search and one read, a
+/// delete one search and one `Delete`.
 /// Listing is a search by schema: it finds this schema's items (an item `secret-tool store` made
 /// joins them once TokenVault saves it, or if it was stored with
 /// `xdg:schema dev.tokenvault.Credential`), and reads attributes only, never a secret. A locked

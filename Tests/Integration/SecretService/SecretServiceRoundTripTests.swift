@@ -31,10 +31,12 @@ import Testing
         // Another new key: the alias is known.
         #expect(try await check.send("save github hubot first").ok)
         #expect(try await monitor.calls() == ["SearchItems", "Get", "CreateItem"])
-        // An overwrite: the search shows the unlocked item in the default collection, and
-        // CreateItem replaces it in place. No read-back on gnome-keyring.
+        // An overwrite: the search shows the unlocked item, its properties show it is of this
+        // schema with the same label, and SetSecret writes it in place (gnome-keyring writes its
+        // file once for it, where CreateItem with replace changes three things). No read-back on
+        // gnome-keyring.
         #expect(try await check.send("save github octocat second").ok)
-        #expect(try await monitor.calls() == ["SearchItems", "CreateItem"])
+        #expect(try await monitor.calls() == ["SearchItems", "GetAll", "SetSecret"])
         #expect(try await check.send("load github octocat")["value"] as? String == "second")
         #expect(try await monitor.calls() == ["SearchItems", "GetSecrets"])
         #expect(try await check.send("delete github octocat").ok)
