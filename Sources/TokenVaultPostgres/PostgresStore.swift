@@ -500,7 +500,7 @@ public final class PostgresStore: CredentialStore, Sendable {
     }
 }
 
-/// A prepared statement's name and a connection it failed on.
+/// A prepared statement's name and a connection it ran on.
 struct PreparedOnConnection: Hashable, Sendable {
     let name: String
     let connection: PostgresConnection.ID
@@ -523,6 +523,8 @@ extension PostgresStore {
     /// when `mayRunTwice` (a read), or when the server says the prepared statement never ran
     /// (SQLSTATE 26000 or 42P05, what a pooler that lost or mixed up prepared statements
     /// answers). Otherwise the error is thrown as it is.
+    static let statementUseLimit = 1024
+
     func execute<Statement: PostgresPreparedStatement>(
         _ statement: Statement, on connection: PostgresConnection, inTransaction: Bool, mayRunTwice: Bool
     ) async throws -> [Statement.Row] {
@@ -530,6 +532,10 @@ extension PostgresStore {
         var result: [Statement.Row] = []
         let prepare = statementUse.withLock { use in
             guard let prepare = use[key] else {
+                // The pool replaces idle connections, each with a new id: forgetting them all
+                // now and then bounds the table (a forgotten connection runs each statement
+                // unprepared once more; postgres-nio still knows what it prepared there).
+                if use.count >= Self.statementUseLimit { use.removeAll(keepingCapacity: true) }
                 use[key] = true  // the next time
                 return false
             }
@@ -555,8 +561,8 @@ extension PostgresStore {
     }
 }
 
-/// A get's one statement, prepared once per connection: each later get sends only Bind and
-/// Execute, where an unnamed statement is parsed and planned every time (a third of a get's
+/// A get's one statement, prepared by a connection that runs it twice: each later get sends only
+/// Bind and Execute, where an unnamed statement is parsed and planned every time (a third of a get's
 /// time against a loopback server, measured with `Scripts/bench-postgres`).
 ///
 /// The vault's identity comes with the row, so a rekeyed or replaced vault is noticed in the
