@@ -85,8 +85,8 @@ import Testing
         let fileBytes = try S.read(vault).count
 
         let (process, output) = try S.helper(["open-rss", vault, key, warmUp])
-        let lines = LineReader(output).remainingLines()
-        process.waitUntilExit()
+        let lines = await LineReader(output).remainingLines()
+        await process.exited()
         #expect(process.terminationStatus == 0)
         let fields = try #require(lines.first { $0.hasPrefix("rss ") }).split(separator: " ").compactMap { Int($0) }
         try #require(fields.count == 3)

@@ -29,8 +29,8 @@ import Glibc
             (service, try S.helper(["write", path, key, service, "\(count)"]))
         }
         for (service, (process, output)) in writers {
-            let acknowledged = LineReader(output).remainingLines().filter { $0.hasPrefix("ack ") }.count
-            process.waitUntilExit()
+            let acknowledged = await LineReader(output).remainingLines().filter { $0.hasPrefix("ack ") }.count
+            await process.exited()
             #expect(process.terminationStatus == 0 && acknowledged == count, "writer \(service)")
         }
         let store = try await S.open(vault, .keyFile(key))

@@ -24,9 +24,9 @@ import Glibc
             // Anywhere from before the vault is open to well into the write loop.
             try await Task.sleep(for: .microseconds(Int.random(in: 0...60_000)))
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            await process.exited()
             #expect(process.terminationReason == .uncaughtSignal, "round \(round): the helper was not killed")
-            let acknowledged = LineReader(output).remainingLines().compactMap { line in
+            let acknowledged = await LineReader(output).remainingLines().compactMap { line in
                 line.hasPrefix("ack ") ? Int(line.dropFirst(4)) : nil
             }
             #expect(acknowledged == Array(0..<acknowledged.count), "round \(round): acknowledgements out of order")
@@ -65,11 +65,12 @@ import Glibc
             // helper that takes longer than the delay to start (a sanitized build, a busy machine)
             // would otherwise be killed before it writes in every round.
             let lines = LineReader(output)
-            let first = lines.nextLine()
+            let first = await lines.nextLine()
             try await Task.sleep(for: .microseconds(Int.random(in: 20_000...80_000)))
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            let acknowledged = ([first].compactMap { $0 } + lines.remainingLines()).compactMap { line in
+            await process.exited()
+            let rest = await lines.remainingLines()
+            let acknowledged = ([first].compactMap { $0 } + rest).compactMap { line in
                 line.hasPrefix("ack ") ? Int(line.dropFirst(4)) : nil
             }
             #expect(acknowledged == Array(next..<next + acknowledged.count), "round \(round)")
@@ -105,16 +106,17 @@ import Glibc
         let services = (0..<4).map { "writer-\($0)" }
         let (reader, readerOutput) = try S.helper(["wait-for", vault, key, services.joined(separator: ","), "250"])
         let readerLines = LineReader(readerOutput)
-        #expect(readerLines.nextLine() == "opened")
+        let opened = await readerLines.nextLine()
+        #expect(opened == "opened")
         let writers = try services.map { try S.helper(["write", vault, key, $0, "250"]) }
         for (process, output) in writers {
-            let lines = LineReader(output).remainingLines()
-            process.waitUntilExit()
+            let lines = await LineReader(output).remainingLines()
+            await process.exited()
             #expect(process.terminationStatus == 0)
             #expect(lines.count == 250)
         }
-        let seen = readerLines.remainingLines()
-        reader.waitUntilExit()
+        let seen = await readerLines.remainingLines()
+        await reader.exited()
         #expect(reader.terminationStatus == 0)
         #expect(seen == ["seen 250"])
 
@@ -135,8 +137,8 @@ import Glibc
         let key = try S.keyFile(in: dir)
         let limit = 48 * 1024
         let (process, output) = try S.helper(["fill", vault, key, "\(limit)"])
-        let lines = LineReader(output).remainingLines()
-        process.waitUntilExit()
+        let lines = await LineReader(output).remainingLines()
+        await process.exited()
         #expect(process.terminationStatus == 0)
         #expect(lines.last == "error disk-full")
         let acknowledged = lines.filter { $0.hasPrefix("ack ") }.count

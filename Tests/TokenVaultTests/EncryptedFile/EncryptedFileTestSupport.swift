@@ -120,4 +120,30 @@ final class LineReader: @unchecked Sendable {
         while let line = nextLine() { lines.append(line) }
         return lines
     }
+
+    // The same, waiting on a thread of their own: a read blocked on Swift's cooperative pool
+    // (two threads on a 2-core machine) stalls every other test of the process, and time-bound
+    // tests elsewhere failed for it.
+
+    func nextLine() async -> String? {
+        await offPoolResult { self.nextLine() }
+    }
+
+    func remainingLines() async -> [String] {
+        await offPoolResult { self.remainingLines() }
+    }
+}
+
+extension Process {
+    /// `waitUntilExit()` on a thread of its own (see ``LineReader``).
+    func exited() async {
+        await offPoolNoThrow { self.waitUntilExit() }
+    }
+}
+
+/// `body`'s result, computed on a thread of its own.
+func offPoolResult<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread { continuation.resume(returning: body()) }.start()
+    }
 }

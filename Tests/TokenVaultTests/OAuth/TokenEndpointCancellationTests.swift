@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import TokenVault
+@testable import TokenVaultTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -8,7 +9,10 @@ import Glibc
 
 /// A request to a server that never answers: cancelling the calling task ends the call at once
 /// and aborts curl's transfer (the server sees the connection close), and the time-out bounds it.
-/// The server is a plain loopback socket that reads the request and says nothing.
+/// The server is a plain loopback socket that reads the request and says nothing. Its blocking
+/// waits (accept, poll for the close) run on threads of their own (`offPool`): on Swift's
+/// cooperative pool, two threads on a 2-core machine, they stalled every other test of the
+/// process for seconds, and time-bound tests elsewhere failed.
 @Suite struct TokenEndpointCancellationTests {
     /// A listening socket on 127.0.0.1 and the one connection it accepts.
     final class SilentServer: @unchecked Sendable {
@@ -88,7 +92,7 @@ import Glibc
         let call = Task {
             try await client.refresh(OAuthToken(accessToken: "at", refreshToken: "rt-cancel"), using: description)
         }
-        let request = try await Task.detached { try server.acceptRequest() }.value
+        let request = try await offPool { try server.acceptRequest() }
         #expect(request.hasPrefix("POST /token HTTP/1.1\r\n"))
         #expect(request.contains("Accept: application/json\r\n"))
         #expect(request.contains("Content-Type: application/x-www-form-urlencoded\r\n"))
@@ -110,7 +114,7 @@ import Glibc
         #expect(returned < .seconds(15), "the cancelled call returned after \(returned)")
         // curl's progress callback runs about once a second on an idle transfer: the abort closes
         // the connection within a few seconds, long before the 120 s time-out.
-        let closed = await Task.detached { server.clientClosed(within: 10_000) }.value
+        let closed = try await offPool { server.clientClosed(within: 10_000) }
         #expect(closed, "the transfer kept its connection open after the caller was cancelled")
     }
 
@@ -122,7 +126,7 @@ import Glibc
         let call = Task {
             try await client.refresh(OAuthToken(accessToken: "at", refreshToken: "rt-timeout"), using: description)
         }
-        _ = try await Task.detached { try server.acceptRequest() }.value
+        _ = try await offPool { try server.acceptRequest() }
         do {
             _ = try await call.value
             Issue.record("a call to a silent server returned")
@@ -133,6 +137,7 @@ import Glibc
         }
         let elapsed = ContinuousClock.now - started
         #expect(elapsed < .seconds(10), "a 1 s time-out took \(elapsed)")
-        #expect(server.clientClosed(within: 5_000), "the timed-out transfer kept its connection open")
+        let closed = try await offPool { server.clientClosed(within: 5_000) }
+        #expect(closed, "the timed-out transfer kept its connection open")
     }
 }
