@@ -77,6 +77,18 @@ extension SecretServiceStore.Connection {
         }
     }
 
+    /// Sets `item`'s label to `label` unless it already is.
+    func setLabel(
+        _ item: UnsafeMutablePointer<SecretItem>, _ label: String,
+        _ cancellable: UnsafeMutablePointer<GCancellable>, action: String
+    ) throws {
+        guard Self.label(of: item) != label else { return }
+        var error: UnsafeMutablePointer<GError>?
+        guard secret_item_set_label_sync(item, label, cancellable, &error) != 0 else {
+            throw GLibError.take(error, while: action)
+        }
+    }
+
     /// An item's secret value; the caller unrefs it.
     func readValue(_ path: String, _ cancellable: UnsafeMutablePointer<GCancellable>, action: String) throws -> OpaquePointer {
         var error: UnsafeMutablePointer<GError>?

@@ -46,12 +46,7 @@ extension SecretServiceStore.Connection {
                         + "value is unchanged. KeePassXC, for one, refuses secrets that hold {REF:…}. Use the encrypted "
                         + "file backend for such a secret.")
             }
-            if Self.label(of: item) != label {
-                var error: UnsafeMutablePointer<GError>?
-                guard secret_item_set_label_sync(item, label, cancellable, &error) != 0 else {
-                    throw GLibError.take(error, while: action)
-                }
-            }
+            try setLabel(item, label, cancellable, action: action)
             target = path
             break
         }
@@ -104,25 +99,23 @@ extension SecretServiceStore.Connection {
         let found = try search(key, cancellable, action: action)
         let value = try Self.value(secret, contentType: wireContentType, action: action)
         defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
-        if let written = try overwriteInPlace(found.unlocked, value, label: label, cancellable, action: action) {
-            for path in found.unlocked where path != written {
-                try deleteItem(path, cancellable, action: action)
-            }
-            return .saved
-        }
-        let unlockedHere = defaultCollectionCache.map { collection in
-            found.unlocked.contains { $0.hasPrefix(collection + "/") }
-        } ?? false
-        if !unlockedHere {
-            guard let collection = try defaultCollectionState(cancellable, action: action) else {
-                throw Self.noDefaultCollection(key)
-            }
-            if collection.locked { return .locked([collection.path]) }
-        }
         let written: String
-        switch try createItem(value, key, label: label, cancellable, action: action) {
-        case .created(let path): written = path
-        case .locked(let paths): return .locked(paths)
+        if let overwritten = try overwriteInPlace(found.unlocked, value, label: label, cancellable, action: action) {
+            written = overwritten
+        } else {
+            let unlockedHere = defaultCollectionCache.map { collection in
+                found.unlocked.contains { $0.hasPrefix(collection + "/") }
+            } ?? false
+            if !unlockedHere {
+                guard let collection = try defaultCollectionState(cancellable, action: action) else {
+                    throw Self.noDefaultCollection(key)
+                }
+                if collection.locked { return .locked([collection.path]) }
+            }
+            switch try createItem(value, key, label: label, cancellable, action: action) {
+            case .created(let path): written = path
+            case .locked(let paths): return .locked(paths)
+            }
         }
         for path in found.unlocked where path != written {
             try deleteItem(path, cancellable, action: action)
@@ -146,12 +139,7 @@ extension SecretServiceStore.Connection {
             defer { g_object_unref(UnsafeMutableRawPointer(item)) }
             guard Self.schema(of: item) == SecretServiceStore.schemaName else { continue }
             try setSecret(item, value, cancellable, action: action)
-            if Self.label(of: item) != label {
-                var error: UnsafeMutablePointer<GError>?
-                guard secret_item_set_label_sync(item, label, cancellable, &error) != 0 else {
-                    throw GLibError.take(error, while: action)
-                }
-            }
+            try setLabel(item, label, cancellable, action: action)
             return path
         }
         return nil
