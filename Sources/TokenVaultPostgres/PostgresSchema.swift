@@ -127,7 +127,7 @@ enum PostgresSchema {
         client: PostgresClient, configuration: PostgresStore.Configuration, secret: RowSealingSecret,
         options: PostgresStore.Options, logger: Logger
     ) async throws -> PostgresStore.Sealing {
-        let vault = "the PostgreSQL vault \(configuration)"
+        let vault = PostgresStore.vaultName(configuration)
         let header = try await PostgresStore.withDeadline(options.operationTimeout, what: "open the vault", vault: vault) {
             try await PostgresStore.retrying(what: "open the vault", vault: vault) {
                 try await client.withConnection { connection in

@@ -137,7 +137,7 @@ public final class PostgresStore: CredentialStore, Sendable {
 
     init(configuration: Configuration, options: Options, client: PostgresClient, runner: Task<Void, Never>, sealing: Sealing, logger: Logger) {
         self.configuration = configuration
-        self.vaultName = "the PostgreSQL vault \(configuration)"
+        self.vaultName = Self.vaultName(configuration)
         self.options = options
         self.client = client
         self.runner = runner
@@ -145,7 +145,7 @@ public final class PostgresStore: CredentialStore, Sendable {
         self.logger = logger
         if options.readCache {
             let cache = PostgresReadCache(heartbeat: options.readCacheHeartbeat, maximumRows: max(1, options.readCacheMaximumEntries))
-            let vault = "the PostgreSQL vault \(configuration)"
+            let vault = vaultName
             readCache = cache
             listener = Task { await PostgresReadCache.listen(cache, client: client, vault: vault, logger: logger) }
         } else {
@@ -205,6 +205,10 @@ public final class PostgresStore: CredentialStore, Sendable {
 
     /// The vault's name in messages (built once: a call builds a message only when it fails).
     let vaultName: String
+
+    static func vaultName(_ configuration: Configuration) -> String {
+        "the PostgreSQL vault \(configuration)"
+    }
 
     // MARK: CredentialStore
 

@@ -257,11 +257,8 @@ func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async thro
     }
 }
 
-func offPoolNoThrow(_ body: @escaping @Sendable () -> Void) async {
+func offPoolNoThrow<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
     await withCheckedContinuation { continuation in
-        Thread {
-            body()
-            continuation.resume()
-        }.start()
+        Thread { continuation.resume(returning: body()) }.start()
     }
 }

@@ -126,11 +126,11 @@ final class LineReader: @unchecked Sendable {
     // tests elsewhere failed for it.
 
     func nextLine() async -> String? {
-        await offPoolResult { self.nextLine() }
+        await offPoolNoThrow { self.nextLine() }
     }
 
     func remainingLines() async -> [String] {
-        await offPoolResult { self.remainingLines() }
+        await offPoolNoThrow { self.remainingLines() }
     }
 }
 
@@ -138,12 +138,5 @@ extension Process {
     /// `waitUntilExit()` on a thread of its own (see ``LineReader``).
     func exited() async {
         await offPoolNoThrow { self.waitUntilExit() }
-    }
-}
-
-/// `body`'s result, computed on a thread of its own.
-func offPoolResult<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in
-        Thread { continuation.resume(returning: body()) }.start()
     }
 }
