@@ -146,10 +146,10 @@ package.targets += [
         dependencies: ["TokenVault", "TokenVaultTestSupport", "tutorial-defaults", "vault-file-stress"],
         resources: [.copy("Fixtures")]
     ),
-    // End-to-end tests of the `vault` binary.
+    // End-to-end tests of the `vault` binary, and of its parser in process (FastPathTests).
     .testTarget(
         name: "vaultTests",
-        dependencies: ["TokenVault", "TokenVaultTestSupport", "vault", "vault-postgres", "tutorial-defaults"]
+        dependencies: ["TokenVault", "TokenVaultTestSupport", "VaultCLI", "vault", "vault-postgres", "tutorial-defaults"]
     ),
     // Integration tests (Tests/Integration): the real gnome-keyring on a private D-Bus and the
     // test OAuth server (Tests/oauth-server), which Scripts/test starts. They are a library that

@@ -34,6 +34,9 @@ struct VaultCommand: AsyncParsableCommand {
     /// ``VaultError`` into a message on stderr and its exit code, the one place where that happens.
     /// Usage errors keep ArgumentParser's handling (exit 64).
     ///
+    /// `vault --version` and plain `get` lines are read by ``FastPath`` (the same values, without
+    /// ArgumentParser's reflection); every other line by ArgumentParser.
+    ///
     /// Parsing is synchronous, so `--version`, `--help` and usage errors end the process before
     /// Swift's concurrency runtime starts a thread. Only a command that runs goes async: it runs in
     /// a task while the main thread serves the main queue (`dispatchMain`), as an `async` main does.
@@ -44,7 +47,15 @@ struct VaultCommand: AsyncParsableCommand {
         do {
             // Before anything reads a secret: no core dump of this process may hold one.
             try ProcessHardening.disableCoreDumps()
-            command = try parseAsRoot()
+            switch FastPath.parse(Array(CommandLine.arguments.dropFirst())) {
+            case .version?:
+                try Output.line(TokenVaultVersion.current)
+                Self.exit()
+            case .get(let get)?:
+                command = get
+            case nil:
+                command = try parseAsRoot()
+            }
             // `vault` has no PostgreSQL backend built in: a command that names it runs in
             // `vault-postgres` instead, before anything is read or written.
             if VaultProgram.postgres == nil, (command as? any PostgresAware)?.usesPostgres == true {

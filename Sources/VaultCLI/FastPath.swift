@@ -1,0 +1,123 @@
+import ArgumentParser
+import TokenVault
+
+/// The two command lines that scripts run most, `vault get SERVICE [ACCOUNT]` with plain long
+/// options and `vault --version`, read without ArgumentParser's reflection.
+///
+/// Why: ArgumentParser builds every command's argument set by reflection and decodes the result
+/// through generic property wrappers. In a cold `vault get` that took 2.1 ms or more of a process
+/// that otherwise needs about 4 (measured around `parseAsRoot`, release build, issue 17), most of
+/// it the Swift runtime instantiating generic types and scanning the binary's protocol
+/// conformance records for each one.
+///
+/// The rule that keeps the two parsers from drifting apart: this one accepts only a strict
+/// subset that it understands fully and answers `nil` for anything else, which ArgumentParser then
+/// parses as before, with its help, its completion and its error messages. The subset is long
+/// options from the lists below, each at most once, with a value that is neither empty nor
+/// starts with `-` (as `--name value` or `--name=value`), global options before or after `get`,
+/// one or two positional arguments after `get`, and nothing else: no `--`, no short option, no
+/// `help`, no option ArgumentParser would report. A line it accepts is one ArgumentParser
+/// parses to the same values, checked by `FastPathTests` over every combination of these forms.
+enum FastPath {
+    /// What a command line asks for, when this parser can tell.
+    enum Request {
+        /// `vault --version`, alone.
+        case version
+        /// A `get` line, parsed and validated as ArgumentParser would.
+        case get(VaultCommand.Get)
+    }
+
+    /// The request `arguments` (the command line without the program name) makes, or `nil` when
+    /// the line is not one this parser handles, or does not validate: ArgumentParser parses it.
+    static func parse(_ arguments: [String]) -> Request? {
+        if arguments == ["--version"] { return .version }
+        return get(arguments).map(Request.get)
+    }
+
+    /// Global options, each with a value.
+    private static let globalValueOptions: Set<Substring> = ["backend", "file", "key-file", "passphrase-file"]
+    /// `get`'s flags; valid only after `get`.
+    private static let getFlags: Set<Substring> = ["json", "allow-expired", "fresh"]
+
+    private static func get(_ arguments: [String]) -> VaultCommand.Get? {
+        var values: [Substring: String] = [:]
+        var flags: Set<Substring> = []
+        var positionals: [String] = []
+        var sawGet = false
+        var index = arguments.startIndex
+        while index < arguments.endIndex {
+            let argument = arguments[index]
+            index += 1
+            guard argument.hasPrefix("-") else {
+                guard !argument.isEmpty, argument != "help" else { return nil }
+                if sawGet {
+                    positionals.append(argument)
+                } else {
+                    // The first word names the subcommand; only `get` is read here.
+                    guard argument == "get" else { return nil }
+                    sawGet = true
+                }
+                continue
+            }
+            guard argument.hasPrefix("--") else { return nil }
+            let body = argument.dropFirst(2)
+            let name: Substring
+            var value: String?
+            if let equals = body.firstIndex(of: "=") {
+                name = body[..<equals]
+                value = String(body[body.index(after: equals)...])
+            } else {
+                name = body
+            }
+            guard !name.isEmpty, values[name] == nil, !flags.contains(name) else { return nil }
+            if globalValueOptions.contains(name) {
+                if value == nil {
+                    guard index < arguments.endIndex else { return nil }
+                    value = arguments[index]
+                    index += 1
+                }
+                guard let value, !value.isEmpty, !value.hasPrefix("-"), value != "get" else { return nil }
+                values[name] = value
+            } else if name == "allow-insecure-permissions" || (sawGet && getFlags.contains(name)) {
+                guard value == nil else { return nil }
+                flags.insert(name)
+            } else {
+                return nil
+            }
+        }
+        guard sawGet, (1...2).contains(positionals.count) else { return nil }
+
+        var global = GlobalOptions()
+        if let backend = values["backend"] {
+            guard let argument = BackendArgument(argument: backend) else { return nil }
+            global.backend = argument
+        } else {
+            global.backend = nil
+        }
+        global.file = values["file"]
+        global.keyFile = values["key-file"]
+        global.passphraseFile = values["passphrase-file"]
+        global.allowInsecurePermissions = flags.contains("allow-insecure-permissions")
+
+        var entry = EntryArguments()
+        entry.service = positionals[0]
+        entry.account = positionals.count == 2 ? positionals[1] : CredentialKey.defaultAccount
+
+        var command = VaultCommand.Get()
+        command.global = global
+        command.entry = entry
+        command.json = flags.contains("json")
+        command.allowExpired = flags.contains("allow-expired")
+        command.fresh = flags.contains("fresh")
+        // ArgumentParser validates each option group and then the command; a line that fails
+        // goes to it, so that the error is reported in its words (exit 64).
+        do {
+            try command.global.validate()
+            try command.entry.validate()
+            try command.validate()
+        } catch {
+            return nil
+        }
+        return command
+    }
+}
