@@ -27,9 +27,6 @@ import PostgresNIO
 import TokenVault
 @_spi(Benchmarks) import TokenVaultPostgres
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -115,35 +112,24 @@ func fingerprint(_ text: String) -> String {
     return String(hash, radix: 16)
 }
 
-func post(_ server: String, _ form: [(String, String)]) async throws -> Data {
-    guard let url = URL(string: server)?.appendingPathComponent("token") else { fail("bad OAuth server URL") }
-    var allowed = CharacterSet.alphanumerics
-    allowed.insert(charactersIn: "-._~")
-    var request = URLRequest(url: url, timeoutInterval: 30)
-    request.httpMethod = "POST"
-    request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
-    request.httpBody = Data(
-        form.map { "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }.joined(separator: "&").utf8)
-    let (data, response) = try await URLSession.shared.data(for: request)
-    guard (response as? HTTPURLResponse)?.statusCode == 200 else {
-        throw VaultError(.io, "the token endpoint answered HTTP \((response as? HTTPURLResponse)?.statusCode ?? 0)")
-    }
-    return data
+/// The token endpoint as a client of the library reaches it: TokenEndpointClient (libcurl, opened
+/// on the first request), not URLSession, whose FoundationNetworking needs libcurl's development
+/// files to link statically.
+func endpoint(_ server: String) -> RefreshDescription {
+    guard let url = URL(string: server)?.appendingPathComponent("token"),
+        let description = try? RefreshDescription(tokenEndpoint: url, clientID: "tokenvault-example")
+    else { fail("bad OAuth server URL") }
+    return description
 }
 
 /// The refresh grant, as a client would send it (the same request in the hosts and for the round trip).
 func refresh(_ stale: OAuthToken, server: String) async throws -> OAuthToken {
-    guard let refreshToken = stale.refreshToken else { fail("the token has no refresh token") }
-    return try OAuthToken(
-        tokenResponse: try await post(
-            server, [("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("client_id", "tokenvault-example")]))
+    try await TokenEndpointClient(requestTimeout: .seconds(30), maximumAttempts: 1).refresh(stale, using: endpoint(server))
 }
 
 func login(_ user: String, server: String) async throws -> OAuthToken {
-    try OAuthToken(
-        tokenResponse: try await post(
-            server,
-            [("grant_type", "password"), ("username", user), ("password", "test-password"), ("client_id", "tokenvault-example")]))
+    try await TokenEndpointClient(requestTimeout: .seconds(30), maximumAttempts: 1).requestToken(
+        [("grant_type", "password"), ("username", user), ("password", "test-password")], description: endpoint(server))
 }
 
 func writeLine(_ handle: FileHandle, _ line: String) {
