@@ -17,7 +17,8 @@ import TokenVault
 /// starts with `-` (as `--name value` or `--name=value`), global options before or after `get`,
 /// one or two positional arguments after `get`, and nothing else: no `--`, no short option, no
 /// `help`, no option ArgumentParser would report. A line it accepts is one ArgumentParser
-/// parses to the same values, checked by `FastPathTests` over every combination of these forms.
+/// parses to the same values, checked by `FastPathTests` over every placement of the options
+/// (before or after `get`, joined or separate), with flags and names chosen by a seeded generator.
 enum FastPath {
     /// What a command line asks for, when this parser can tell.
     enum Request {
