@@ -32,11 +32,11 @@ import Testing
 
     /// Lines built from every placement of three global options with values and of one global
     /// flag, each with a subset of `get`'s flags, one or two positional arguments, and the options
-    /// after `get` spread between the positional arguments, chosen by a seeded generator (375
-    /// lines: ArgumentParser takes about 14 ms a line in a debug build).
+    /// after `get` spread between the positional arguments, the last three chosen from the line's
+    /// number so that every subset, both counts and every gap occur (375 lines: ArgumentParser
+    /// takes about 14 ms a line in a debug build).
     private static func generatedLines() -> [[String]] {
         let valueOptions = [("--backend", "file"), ("--file", "/tmp/tokens.vault"), ("--key-file", "/tmp/key=odd name")]
-        var random = SplitMix64(seed: 0x5EED_F00D)
         var lines: [[String]] = []
         func placements(_ count: Int) -> [[Placement]] {
             guard count > 0 else { return [[]] }
@@ -57,15 +57,16 @@ import Testing
                 }
                 if insecure == .beforeSeparate { before.append(["--allow-insecure-permissions"]) }
                 if insecure == .afterSeparate { after.append(["--allow-insecure-permissions"]) }
-                let flagMask = random.next() % 8
+                let number = lines.count
+                let flagMask = number % 8
                 for (bit, flag) in ["--json", "--allow-expired", "--fresh"].enumerated() where flagMask & (1 << bit) != 0 {
                     after.append([flag])
                 }
-                let positionals = random.next() % 2 == 0 ? ["github"] : ["github", "octocat"]
+                let positionals = number / 8 % 2 == 0 ? ["github"] : ["github", "octocat"]
                 // Each option after `get` goes into one of the gaps around the positionals.
                 var gaps = Array(repeating: [String](), count: positionals.count + 1)
-                for option in after {
-                    gaps[Int(random.next() % UInt64(gaps.count))] += option
+                for (index, option) in after.enumerated() {
+                    gaps[(number + index) % gaps.count] += option
                 }
                 var line = before.flatMap { $0 } + ["get"]
                 for (index, positional) in positionals.enumerated() {
@@ -139,18 +140,5 @@ import Testing
     ])
     func otherLinesAreLeftToArgumentParser(_ line: [String]) {
         #expect(FastPath.parse(line) == nil, "\(line)")
-    }
-}
-
-/// A small seeded generator, so that the spread of options is the same on every run.
-private struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
