@@ -566,11 +566,14 @@ class Report:
             wall = self.scale(100000, lambda r: r["open_seconds"] / r["decrypt_floor"]["seconds"])
             self.goal("#17", "file, N=100,000: open ≤ 1.3× a decrypt-only loop", fmt_ratio(cpu), cpu <= 1.3,
                       "CPU time: open %.0f ms vs %.0f ms to only decrypt the same %s records in memory (median of %d "
-                      "passes); wall: %.0f vs %.0f ms (%s)" % (
+                      "passes; the open itself checks every tag but decrypts only the names: %.0f ms for that crypto "
+                      "alone, %s); wall: %.0f vs %.0f ms (%s)" % (
                           self.scale(100000, lambda r: r["open_cpu_seconds"]) * 1000,
                           self.scale(100000, lambda r: r["decrypt_floor"]["cpu_seconds"]) * 1000,
                           "{:,}".format(self.scale(100000, lambda r: r["decrypt_floor"]["records"])),
                           self.scale(100000, lambda r: r["decrypt_floor"]["passes"]),
+                          self.scale(100000, lambda r: r["decrypt_floor"]["names_only_cpu_seconds"]) * 1000,
+                          fmt_ratio(self.scale(100000, lambda r: r["open_cpu_seconds"] / r["decrypt_floor"]["names_only_cpu_seconds"])) + " of it",
                           self.scale(100000, lambda r: r["open_seconds"]) * 1000,
                           self.scale(100000, lambda r: r["decrypt_floor"]["seconds"]) * 1000, fmt_ratio(wall)))
         else:
@@ -688,9 +691,10 @@ class Report:
                                     fmt_time_us(s(lambda r: r["set"]["p99_us"]))),
                 "%s/s · %s / %s" % (fmt_rate(s(lambda r: rate(r["get"]))), fmt_time_us(s(lambda r: r["get"]["p50_us"])),
                                     fmt_time_us(s(lambda r: r["get"]["p99_us"]))),
-                "%.1f ms (%.1f ms CPU; decrypt only %.1f ms CPU)" % (
+                "%.1f ms (%.1f ms CPU; decrypt only %.1f ms CPU, tags and names only %.1f ms CPU)" % (
                     s(lambda r: r["open_seconds"]) * 1000, s(lambda r: r["open_cpu_seconds"]) * 1000,
-                    s(lambda r: r["decrypt_floor"]["cpu_seconds"]) * 1000),
+                    s(lambda r: r["decrypt_floor"]["cpu_seconds"]) * 1000,
+                    s(lambda r: r["decrypt_floor"]["names_only_cpu_seconds"]) * 1000),
                 "%.0f" % s(lambda r: r["file_bytes"] / n),
                 "%.1f MiB" % (s(lambda r: r["rss_after_open_kib"] - r["rss_before_open_kib"]) / 1024),
                 "%.1f MiB" % (s(lambda r: r["peak_rss_kib"]) / 1024),
@@ -704,7 +708,8 @@ class Report:
             "Per N and round: one process fills the vault with saveAll batches of %s; a fresh process opens it (timed, "
             "file in the page cache), makes %s random gets and %d durable sets of new keys, and reports getrusage's "
             "ru_maxrss before and after the open and at the end. Before it, another process reads the same file into "
-            "memory and times loops that only authenticate and decrypt its records (the crypto floor of the open)." % ("{:,}".format(c["scale_batch"]),
+            "memory and times loops that only authenticate and decrypt its records (issue 17's crypto floor), and loops "
+            "that do only the crypto an open does: every record's tag checked, only its names decrypted." % ("{:,}".format(c["scale_batch"]),
                                                                      "{:,}".format(c["scale_gets"]), c["scale_sets"]),
         ])
 

@@ -1,7 +1,8 @@
 // Owns: the crypto floor of opening a vault, for Scripts/bench (issue 17): a loop that only
-// authenticates and decrypts every record of a vault file already in memory, with the same
-// libsodium calls as an open (``RecordLog/openFrame``), and nothing else: no index, no names,
-// no file reads. Not part of the API: SPI for the Benchmarks package.
+// authenticates and decrypts every record of a vault file already in memory, as a lookup does
+// (``RecordLog/openFrame``), and nothing else: no index, no names, no file reads. With
+// `namesOnly` it does the crypto an open does instead (``RecordLog/authenticateFrame``: every
+// tag checked, only the names decrypted). Not part of the API: SPI for the Benchmarks package.
 internal import Foundation
 
 /// Every record of one vault file, held sealed in memory, and the keys to open them.
@@ -34,7 +35,9 @@ public final class DecryptOnlyLoop {
 
     /// Authenticates and decrypts every record into secure scratch memory (wiped after each, as
     /// an open does); returns how many. Throws if one fails, which a vault that opens never does.
-    public func run() throws -> Int {
+    /// With `namesOnly`, each record is authenticated whole but only its names are decrypted,
+    /// as an open does.
+    public func run(namesOnly: Bool = false) throws -> Int {
         try bytes.withUnsafeBytes { file in
             var position = VaultHeader.length
             var sequence: UInt64 = 0
@@ -43,9 +46,11 @@ public final class DecryptOnlyLoop {
                 let end = position + SealedRecord.frameHeaderLength + length
                 guard end <= file.count else { break }
                 let frame = UnsafeRawBufferPointer(rebasing: file[position..<end])
-                guard try RecordLog.openFrame(frame, sequence: sequence, fileID: header.fileID, keys: keys, scratch: scratch, { _ in true })
-                    != nil
-                else {
+                let opened =
+                    namesOnly
+                    ? try RecordLog.authenticateFrame(frame, sequence: sequence, fileID: header.fileID, keys: keys, scratch: scratch) { _, _ in true }
+                    : try RecordLog.openFrame(frame, sequence: sequence, fileID: header.fileID, keys: keys, scratch: scratch) { _ in true }
+                guard opened != nil else {
                     throw VaultError(.integrityFailure, "The record at byte \(position) of the vault file failed authentication.")
                 }
                 sequence += 1

@@ -124,7 +124,22 @@ struct SealedRecord {
     /// `nil` for an unknown operation, lengths that do not add up, a name that is empty, longer
     /// than ``CredentialKey/maximumPartLength`` or not UTF-8, or a delete with a secret.
     static func decodePlaintext(_ plaintext: UnsafeRawBufferPointer) -> Opened? {
-        guard plaintext.count >= plaintextHeaderLength,
+        decodePlaintext(prefix: plaintext, count: plaintext.count)
+    }
+
+    /// Where the names of a plaintext whose first bytes are `prefix` end (the secret's start), or
+    /// `nil` if `prefix` is shorter than the plaintext header.
+    static func namesEnd(_ prefix: UnsafeRawBufferPointer) -> Int? {
+        guard prefix.count >= plaintextHeaderLength else { return nil }
+        let serviceCount = Int(UInt16(littleEndian: prefix.loadUnaligned(fromByteOffset: 1, as: UInt16.self)))
+        let accountCount = Int(UInt16(littleEndian: prefix.loadUnaligned(fromByteOffset: 3, as: UInt16.self)))
+        return plaintextHeaderLength + serviceCount + accountCount
+    }
+
+    /// ``decodePlaintext(_:)`` of a plaintext of `count` bytes of which only the first, `prefix`,
+    /// were decrypted: the header and the names must lie in them, the secret need not.
+    static func decodePlaintext(prefix plaintext: UnsafeRawBufferPointer, count: Int) -> Opened? {
+        guard plaintext.count >= plaintextHeaderLength, plaintext.count <= count,
             let operation = Operation(rawValue: plaintext[0] & ~batchContinues)
         else { return nil }
         let serviceCount = Int(UInt16(littleEndian: plaintext.loadUnaligned(fromByteOffset: 1, as: UInt16.self)))
@@ -132,8 +147,8 @@ struct SealedRecord {
         let secretCount = Int(UInt32(littleEndian: plaintext.loadUnaligned(fromByteOffset: 5, as: UInt32.self)))
         let secretStart = plaintextHeaderLength + serviceCount + accountCount
         let names = 1...CredentialKey.maximumPartLength
-        guard names.contains(serviceCount), names.contains(accountCount), secretStart + secretCount == plaintext.count,
-            operation == .put || secretCount == 0
+        guard names.contains(serviceCount), names.contains(accountCount), secretStart + secretCount == count,
+            secretStart <= plaintext.count, operation == .put || secretCount == 0
         else { return nil }
         // Names are taken as they were written: invalid UTF-8 is malformed, not repaired. A repair
         // would rename the entry on the next compaction, and can triple a name's length past
@@ -145,7 +160,7 @@ struct SealedRecord {
         return Opened(
             operation: operation, continues: plaintext[0] & batchContinues != 0,
             key: CredentialKey(trustedService: service, account: account),
-            secretRange: secretStart..<plaintext.count)
+            secretRange: secretStart..<count)
     }
 }
 

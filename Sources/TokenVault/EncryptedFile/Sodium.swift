@@ -165,6 +165,40 @@ enum Sodium {
         return status == 0 ? Int(length) : nil
     }
 
+    /// Authenticates `nonce ‖ ciphertext ‖ tag` as ``open(_:associatedData:key:into:)`` does, but
+    /// decrypts only the first `prefix.count` bytes of its plaintext into `prefix` (at most the
+    /// plaintext's length). Returns `false`, and leaves `prefix` alone, if authentication fails.
+    static func authenticate(
+        _ sealed: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer, key: SecretBytes,
+        decryptingPrefixInto prefix: UnsafeMutableRawBufferPointer
+    ) -> Bool {
+        guard sealed.count >= aeadNonceBytes + aeadTagBytes else { return false }
+        let cipherCount = sealed.count - aeadNonceBytes - aeadTagBytes
+        precondition(prefix.count <= cipherCount)
+        let base = sealed.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        return key.withUnsafeBytes { keyBytes in
+            tokenvault_xchacha20poly1305_ietf_open_prefix(
+                prefix.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(prefix.count),
+                base + aeadNonceBytes, UInt64(cipherCount), base + aeadNonceBytes + cipherCount,
+                associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(associatedData.count),
+                base, keyBytes.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        } == 0
+    }
+
+    /// Decrypts the first `prefix.count` bytes of the plaintext of `sealed` without authenticating
+    /// it: only for bytes that ``authenticate(_:associatedData:key:decryptingPrefixInto:)`` has
+    /// just accepted.
+    static func decryptPrefix(of sealed: UnsafeRawBufferPointer, key: SecretBytes, into prefix: UnsafeMutableRawBufferPointer) {
+        precondition(prefix.count <= sealed.count - aeadNonceBytes - aeadTagBytes)
+        guard prefix.count > 0 else { return }
+        let base = sealed.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        key.withUnsafeBytes { keyBytes in
+            tokenvault_xchacha20_ietf_decrypt_prefix(
+                prefix.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(prefix.count), base + aeadNonceBytes, base,
+                keyBytes.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        }
+    }
+
     /// Constant-time comparison of two equal-length byte arrays.
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }

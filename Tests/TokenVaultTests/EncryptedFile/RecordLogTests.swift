@@ -50,6 +50,33 @@ import Testing
         #expect(!read.hasTornTail)
     }
 
+    /// A pass decrypts a record's first 128 plaintext bytes and, for longer names, the rest of
+    /// them in a second step: names that end just before, at and after that edge, and the
+    /// longest ones, all read back whole, with their secrets.
+    @Test func namesAroundTheFirstDecryptedBytesReadBack() throws {
+        var written = try Self.makeLog()
+        let scratch = try SecureBuffer()
+        let edge = RecordLog.namesPrefixCount - SealedRecord.plaintextHeaderLength  // service + account bytes that fit
+        var keys: [CredentialKey] = []
+        for total in [2, edge - 1, edge, edge + 1, 200, 2 * CredentialKey.maximumPartLength] {
+            keys.append(
+                try CredentialKey(
+                    service: String(repeating: "s", count: total / 2), account: String(repeating: "a", count: total - total / 2)))
+        }
+        // Across the edge, a two-byte character split by it.
+        keys.append(try CredentialKey(service: "service", account: String(repeating: "é", count: 80)))
+        var bytes: [UInt8] = []
+        for (index, key) in keys.enumerated() {
+            bytes += try Self.append([.put(key, Data("secret \(index)".utf8))], to: &written, scratch: scratch)
+        }
+        var read = Self.empty(like: written)
+        #expect(try read.ingest(bytes, scratch: scratch) == 0)
+        #expect(read.keys(service: nil) == keys.sorted())
+        for (index, key) in keys.enumerated() {
+            #expect(try read.lookup(key, in: LogSource(bytes: bytes), scratch: scratch) == .found(Data("secret \(index)".utf8)))
+        }
+    }
+
     /// Every cut of the last batch leaves the first two batches, flagged as torn; never an error.
     @Test func tornTailAtEveryByte() throws {
         let (written, bytes, scratch) = try Self.sample()
