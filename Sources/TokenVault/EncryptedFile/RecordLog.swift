@@ -13,7 +13,7 @@ struct RecordLog {
     private(set) var header: VaultHeader
     private(set) var keys: VaultKeys
     /// Where the latest sealed record of each key that holds an entry lies in the file.
-    private(set) var index: [CredentialKey: SealedRecord] = [:]
+    private(set) var index = RecordIndex()
     /// The file offset just past the last complete batch: where the next record goes.
     private(set) var validEnd = Int64(VaultHeader.length)
     /// Records in the log up to `validEnd`; the next record's sequence number.
@@ -381,7 +381,9 @@ extension RecordLog {
     ) throws -> (bytes: [UInt8], log: RecordLog) {
         var output = newHeader.encoded(keys: newKeys)
         var log = RecordLog(name: name, header: newHeader, keys: newKeys)
-        for (sequence, (key, record)) in index.sorted(by: { $0.key < $1.key }).enumerated() {
+        log.index.reserveCapacity(index.count)
+        for (sequence, entry) in index.entries.sorted(by: { $0.key < $1.key }).enumerated() {
+            let (key, record) = (entry.key, entry.record)
             let start = output.count
             let sealed = try withFrame(record, in: source) { frame in
                 try Self.openFrame(frame, sequence: record.sequence, fileID: header.fileID, keys: keys, scratch: readScratch) {
@@ -397,7 +399,7 @@ extension RecordLog {
             guard sealed == true else { throw damagedRecord(at: record.offset, "no longer authenticates") }
             let count = output.count - start
             log.liveBytes += Int64(count)
-            log.index[key] = SealedRecord(sequence: UInt64(sequence), offset: Int64(start), count: UInt32(count))
+            log.index.updateValue(SealedRecord(sequence: UInt64(sequence), offset: Int64(start), count: UInt32(count)), forKey: key)
         }
         log.recordCount = UInt64(log.index.count)
         log.validEnd = Int64(output.count)
