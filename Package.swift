@@ -52,6 +52,7 @@ package.targets += [
         dependencies: [
             "CCurl",
             "CLibSecret",
+            "CPrefetch",
             "CSodium",
             .product(name: "Logging", package: "swift-log"),
         ]
@@ -68,6 +69,8 @@ package.targets += [
     // without libcurl.so (FoundationNetworking, which named -lcurl, is no longer imported).
     // Running a refresh or a login needs the libcurl4 package.
     .target(name: "CCurl"),
+    // One inline function, __builtin_prefetch, for the vault's index (Swift cannot spell it).
+    .target(name: "CPrefetch"),
     // System library, imported `internal` only: no C type reaches the public API.
     .systemLibrary(
         name: "CSodium",

@@ -5,6 +5,7 @@
 // into `[CredentialKey: SealedRecord]`, whose keys and values live in two arrays sized for the
 // table (15 MB at that size), each insert a cache and TLB miss in both. Here the table holds
 // 8-byte slots (2 MB) that point into one dense array of entries, which inserts only append to.
+internal import CPrefetch
 
 /// Where the latest sealed record of each key lies: open addressing with linear probing over
 /// 8-byte slots, each a 32-bit hash tag and the position of its entry in a dense array.
@@ -44,7 +45,12 @@ struct RecordIndex {
     /// Sets the record of `key`; returns the one it replaces.
     @discardableResult
     mutating func updateValue(_ record: SealedRecord, forKey key: CredentialKey) -> SealedRecord? {
-        let tag = Self.tag(of: key)
+        updateValue(record, forKey: key, tag: Self.tag(of: key))
+    }
+
+    /// ``updateValue(_:forKey:)`` with the key's ``tag(of:)`` already computed.
+    @discardableResult
+    mutating func updateValue(_ record: SealedRecord, forKey key: CredentialKey, tag: UInt64) -> SealedRecord? {
         let (found, empty) = find(key, tag: tag)
         if let found {
             let position = position(in: slots[found])
@@ -54,7 +60,7 @@ struct RecordIndex {
         }
         guard Self.slotCount(for: entries.count + 1) <= slots.count, let empty else {
             rehash(slotCount: Self.slotCount(for: entries.count + 1))
-            return updateValue(record, forKey: key)
+            return updateValue(record, forKey: key, tag: tag)
         }
         precondition(entries.count < Int(UInt32.max), "a vault index holds fewer than 2^32 entries")
         entries.append(Entry(key: key, record: record))
@@ -65,7 +71,13 @@ struct RecordIndex {
     /// Removes `key`; returns its record.
     @discardableResult
     mutating func removeValue(forKey key: CredentialKey) -> SealedRecord? {
-        guard let slot = find(key, tag: Self.tag(of: key)).found else { return nil }
+        removeValue(forKey: key, tag: Self.tag(of: key))
+    }
+
+    /// ``removeValue(forKey:)`` with the key's ``tag(of:)`` already computed.
+    @discardableResult
+    mutating func removeValue(forKey key: CredentialKey, tag: UInt64) -> SealedRecord? {
+        guard let slot = find(key, tag: tag).found else { return nil }
         let position = position(in: slots[slot])
         let removed = entries[position].record
         removeSlot(slot)
@@ -90,8 +102,16 @@ struct RecordIndex {
         count == 0 ? 0 : max(16, 1 << (Int.bitWidth - (2 * count - 1).leadingZeroBitCount))
     }
 
-    private static func tag(of key: CredentialKey) -> UInt64 {
+    /// The part of `key`'s hash that the table keeps (and finds its slot by).
+    static func tag(of key: CredentialKey) -> UInt64 {
         UInt64(bitPattern: Int64(key.hashValue)) >> 32
+    }
+
+    /// Asks the CPU to bring the first slot that a key with `tag` probes into its cache, so that
+    /// a batch of inserts does not wait on each one's cache miss in turn.
+    func prefetch(tag: UInt64) {
+        guard !slots.isEmpty else { return }
+        slots.withUnsafeBufferPointer { tokenvault_prefetch($0.baseAddress! + home(ofTag: tag)) }
     }
 
     private func home(ofTag tag: UInt64) -> Int { Int(truncatingIfNeeded: tag >> (32 - bits)) }

@@ -134,7 +134,11 @@ struct RecordLog {
                     apply(record)
                 } else {
                     pending.append(record)
-                    for item in pending.indices { apply(pending[item]) }  // borrowed, not copied
+                    // Borrowed, not copied; each record's slot is fetched a few records ahead.
+                    for item in pending.indices {
+                        if item + Self.prefetchDistance < pending.count { index.prefetch(tag: pending[item + Self.prefetchDistance].tag) }
+                        apply(pending[item])
+                    }
                     pending.removeAll(keepingCapacity: true)
                 }
                 committed = position
@@ -144,6 +148,9 @@ struct RecordLog {
         }
         return Int(end - committed)
     }
+
+    /// How many records ahead a batch's apply loop prefetches slots.
+    private static let prefetchDistance = 8
 
     /// Applies `bytes`, which begin at file offset `validEnd` (tests).
     mutating func ingest(_ bytes: [UInt8], scratch: SecureBuffer) throws -> Int {
@@ -160,14 +167,23 @@ struct RecordLog {
         var key: CredentialKey
         var operation: SealedRecord.Operation
         var sealed: SealedRecord
+        /// The key's ``RecordIndex/tag(of:)``: a batch prefetches its records' slots with it.
+        var tag: UInt64
+
+        init(key: CredentialKey, operation: SealedRecord.Operation, sealed: SealedRecord) {
+            self.key = key
+            self.operation = operation
+            self.sealed = sealed
+            tag = RecordIndex.tag(of: key)
+        }
     }
 
     /// One hash of the key per record: opening a large vault is mostly this and the crypto.
     private mutating func apply(_ record: PendingRecord) {
         let old: SealedRecord? =
             switch record.operation {
-            case .put: index.updateValue(record.sealed, forKey: record.key)
-            case .delete: index.removeValue(forKey: record.key)
+            case .put: index.updateValue(record.sealed, forKey: record.key, tag: record.tag)
+            case .delete: index.removeValue(forKey: record.key, tag: record.tag)
             }
         if let old { liveBytes -= Int64(old.count) }
         if record.operation == .put { liveBytes += Int64(record.sealed.count) }

@@ -1,0 +1,2 @@
+/* CPrefetch is header-only (see include/CPrefetch.h); SwiftPM needs one source file per C target. */
+#include "CPrefetch.h"
