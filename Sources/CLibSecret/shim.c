@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 
 /*
  * See CLibSecret.h: libsecret and GLib are opened on first use, never linked. The layouts below
@@ -24,6 +25,9 @@ typedef struct {
 typedef guint (*GHashFunc)(gconstpointer key);
 typedef gboolean (*GEqualFunc)(gconstpointer a, gconstpointer b);
 typedef void (*GDestroyNotify)(gpointer data);
+typedef void (*GDBusSignalCallback)(GDBusConnection *connection, const gchar *sender_name,
+                                    const gchar *object_path, const gchar *interface_name,
+                                    const gchar *signal_name, GVariant *parameters, gpointer user_data);
 
 typedef struct _SecretSchema {
     const gchar *name;
@@ -82,6 +86,11 @@ typedef struct _SecretSchema {
        const GVariantType *reply_type, int flags, gint timeout_msec, GCancellable *cancellable,     \
        GError **error))                                                                            \
     X(GDBusConnection *, g_dbus_proxy_get_connection, (GDBusProxy * proxy))                        \
+    X(guint, g_dbus_connection_signal_subscribe,                                                   \
+      (GDBusConnection * connection, const gchar *sender, const gchar *interface_name,             \
+       const gchar *member, const gchar *object_path, const gchar *arg0, int flags,                \
+       GDBusSignalCallback callback, gpointer user_data, GDestroyNotify user_data_free_func))       \
+    X(void, g_dbus_connection_signal_unsubscribe, (GDBusConnection * connection, guint id))        \
     X(GType, secret_service_get_type, (void))                                                      \
     X(SecretService *, secret_service_open_sync,                                                   \
       (GType service_gtype, const gchar *service_bus_name, int flags, GCancellable *cancellable,   \
@@ -340,4 +349,73 @@ GHashTable *tv_item_attributes(GDBusConnection *connection, const char *path, in
     }
     internal.g_variant_unref(dict);
     return attributes;
+}
+
+gboolean tv_item_set_attributes(GDBusConnection *connection, const char *path, GHashTable *attributes,
+                                int timeout_ms, GCancellable *cancellable, GError **error) {
+    GVariantBuilder builder;
+    GHashTableIter iter;
+    gpointer name, value;
+    GVariant *reply;
+    internal.g_variant_builder_init(&builder, TV_VARIANT_TYPE("a{ss}"));
+    internal.g_hash_table_iter_init(&iter, attributes);
+    while (internal.g_hash_table_iter_next(&iter, &name, &value)) {
+        internal.g_variant_builder_add(&builder, "{ss}", (const char *)name, (const char *)value);
+    }
+    reply = internal.g_dbus_connection_call_sync(
+        connection, TV_SECRETS_BUS_NAME, path, "org.freedesktop.DBus.Properties", "Set",
+        internal.g_variant_new("(ssv)", "org.freedesktop.Secret.Item", "Attributes",
+                               internal.g_variant_builder_end(&builder)),
+        NULL, TV_CALL_FLAGS_NONE, timeout_ms, cancellable, error);
+    if (reply == NULL) return 0;
+    internal.g_variant_unref(reply);
+    return 1;
+}
+
+typedef struct {
+    tv_item_change_callback callback;
+    void *context;
+    void (*release)(void *context);
+} tv_item_watch;
+
+static void item_signal(GDBusConnection *connection, const gchar *sender_name, const gchar *object_path,
+                        const gchar *interface_name, const gchar *signal_name, GVariant *parameters,
+                        gpointer user_data) {
+    tv_item_watch *watch = user_data;
+    const char *path = NULL;
+    int change;
+    (void)connection, (void)sender_name, (void)object_path, (void)interface_name;
+    if (internal.g_strcmp0(signal_name, "ItemCreated") == 0) change = TV_ITEM_CREATED;
+    else if (internal.g_strcmp0(signal_name, "ItemDeleted") == 0) change = TV_ITEM_DELETED;
+    else if (internal.g_strcmp0(signal_name, "ItemChanged") == 0) change = TV_ITEM_CHANGED;
+    else return;
+    /* A signal that does not carry one object path still reports a change, of no known item. */
+    if (internal.g_variant_is_of_type(parameters, TV_VARIANT_TYPE("(o)"))) {
+        internal.g_variant_get(parameters, "(&o)", &path);
+    }
+    watch->callback(watch->context, change, path != NULL ? path : "");
+}
+
+static void item_watch_free(gpointer data) {
+    tv_item_watch *watch = data;
+    watch->release(watch->context);
+    free(watch);
+}
+
+guint tv_watch_items(GDBusConnection *connection, const char *sender, tv_item_change_callback callback,
+                     void *context, void (*release)(void *context)) {
+    tv_item_watch *watch = malloc(sizeof *watch);
+    if (watch == NULL) return 0;
+    watch->callback = callback;
+    watch->context = context;
+    watch->release = release;
+    /* Every member of the Collection interface on every object: one match rule serves every
+     * collection of the provider; item_signal keeps ItemCreated, ItemDeleted and ItemChanged. */
+    return internal.g_dbus_connection_signal_subscribe(connection, sender, "org.freedesktop.Secret.Collection",
+                                                       NULL, NULL, NULL, 0, item_signal, watch,
+                                                       item_watch_free);
+}
+
+void tv_unwatch_items(GDBusConnection *connection, guint id) {
+    internal.g_dbus_connection_signal_unsubscribe(connection, id);
 }

@@ -265,6 +265,22 @@ char *tv_read_alias(GDBusConnection *connection, const char *alias, int timeout_
 gboolean tv_collection_is_locked(GDBusConnection *connection, const char *path, int timeout_ms,
                                  GCancellable *cancellable, gboolean *locked, GError **error);
 
+/* Sets an item's attributes (tests: another client renaming an item). */
+gboolean tv_item_set_attributes(GDBusConnection *connection, const char *path, GHashTable *attributes,
+                                int timeout_ms, GCancellable *cancellable, GError **error);
+
+/* What a collection's ItemCreated, ItemDeleted and ItemChanged signals say. */
+enum { TV_ITEM_CREATED = 1, TV_ITEM_DELETED = 2, TV_ITEM_CHANGED = 3 };
+typedef void (*tv_item_change_callback)(void *context, int change, const char *path);
+
+/* Subscribes to the ItemCreated, ItemDeleted and ItemChanged signals that `sender` (a unique bus
+ * name) emits on any object. `callback` runs on the caller's thread-default main context, once per
+ * signal; `release(context)` runs once GLib holds no more reference to `context` (after
+ * tv_unwatch_items, possibly later). Returns the subscription's id. */
+guint tv_watch_items(GDBusConnection *connection, const char *sender, tv_item_change_callback callback,
+                     void *context, void (*release)(void *context));
+void tv_unwatch_items(GDBusConnection *connection, guint id);
+
 /* Reads an item's attributes (never its secret). The caller unrefs the table. */
 GHashTable *tv_item_attributes(GDBusConnection *connection, const char *path, int timeout_ms,
                                GCancellable *cancellable, GError **error);

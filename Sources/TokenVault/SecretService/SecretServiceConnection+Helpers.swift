@@ -140,6 +140,7 @@ extension SecretServiceStore.Connection {
         var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
         var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
         var error: UnsafeMutablePointer<GError>?
+        searches += 1
         let ok = secret_service_search_for_dbus_paths_sync(
             service, schema ? tv_schema() : nil, attributes, cancellable, &unlocked, &locked, &error)
         let result = (Self.strings(unlocked), Self.strings(locked))

@@ -96,9 +96,29 @@ extension SecretServiceStore.Connection {
         _ secret: Data, _ key: CredentialKey, label: String, wireContentType: String,
         _ cancellable: UnsafeMutablePointer<GCancellable>, action: String
     ) throws -> SecretServiceStore.StoreOutcome {
-        let found = try search(key, cancellable, action: action)
+        var operation = beginCacheOperation()
         let value = try Self.value(secret, contentType: wireContentType, action: action)
         defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+        if let path = itemCache.path(for: key) {
+            // The key's one item, seen by this connection (``ItemPathCache``): overwritten without
+            // a search. Any failure (the item gone, locked, not of this schema) takes the search.
+            if (try? overwriteInPlace([path], value, label: label, cancellable, action: action)) == path {
+                if finishCacheOperation(operation) { return .saved }
+                // Another client changed an item meanwhile: whatever else the key now has goes, as
+                // after the search below.
+                operation = beginCacheOperation()
+                let found = try search(key, cancellable, action: action)
+                for other in found.unlocked where other != path {
+                    itemCache.expect(.deleted, other)
+                    try deleteItem(other, cancellable, action: action)
+                }
+                if finishCacheOperation(operation), found.locked.isEmpty { itemCache.remember(path, for: key) }
+                return .saved
+            }
+            itemCache.forget(key)
+            operation = beginCacheOperation()
+        }
+        let found = try search(key, cancellable, action: action)
         let written: String
         if let overwritten = try overwriteInPlace(found.unlocked, value, label: label, cancellable, action: action) {
             written = overwritten
@@ -113,12 +133,20 @@ extension SecretServiceStore.Connection {
                 if collection.locked { return .locked([collection.path]) }
             }
             switch try createItem(value, key, label: label, cancellable, action: action) {
-            case .created(let path): written = path
+            case .created(let path):
+                written = path
+                itemCache.expect(.created, path)
             case .locked(let paths): return .locked(paths)
             }
         }
         for path in found.unlocked where path != written {
+            itemCache.expect(.deleted, path)
             try deleteItem(path, cancellable, action: action)
+        }
+        // The key's one item now, unless another client changed an item meanwhile or a locked
+        // item for the key remains.
+        if finishCacheOperation(operation), operation.watching, found.locked.isEmpty {
+            itemCache.remember(written, for: key)
         }
         return .saved
     }
@@ -139,6 +167,8 @@ extension SecretServiceStore.Connection {
             defer { g_object_unref(UnsafeMutableRawPointer(item)) }
             guard Self.schema(of: item) == SecretServiceStore.schemaName else { continue }
             try setSecret(item, value, cancellable, action: action)
+            // gnome-keyring reports a new label (not a new secret) with ItemChanged.
+            if Self.label(of: item) != label { itemCache.expect(.changed, path) }
             try setLabel(item, label, cancellable, action: action)
             return path
         }

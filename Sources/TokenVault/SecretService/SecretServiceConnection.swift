@@ -51,6 +51,11 @@ extension SecretServiceStore {
         /// bytes as given, never interpreting them (so a save needs no read-back, and no old value
         /// is kept to put back). Any other provider, or a failed check, takes the careful path.
         let isGnomeKeyring: Bool
+        /// On gnome-keyring, which item holds each key this connection has seen (see
+        /// ``ItemPathCache``); unused with other providers.
+        let itemCache = ItemPathCache()
+        /// How many `SearchItems` calls this connection made (tests).
+        var searches = 0
 
         /// The default collection, through its alias path, as CreateItem accepts it.
         static let defaultCollection = "/org/freedesktop/secrets/aliases/default"
@@ -105,7 +110,28 @@ extension SecretServiceStore {
         }
 
         deinit {
+            itemCache.stopWatching()
             g_object_unref(UnsafeMutableRawPointer(service))
+        }
+
+        /// Begins an operation that may use ``itemCache``: reports the signals that came in since
+        /// the last one (other clients' changes) and returns what ``finishCacheOperation(_:)``
+        /// compares with.
+        func beginCacheOperation() -> (watching: Bool, foreignChanges: Int) {
+            GLibWorker.dispatchPendingSignals()
+            itemCache.endOperation()
+            return (itemCache.isWatching, itemCache.foreignChanges)
+        }
+
+        /// Ends an operation: dispatches the signals its own calls caused, and returns whether no
+        /// other client changed an item since `start`. Starts watching after the first operation,
+        /// so that a one-shot command never subscribes.
+        @discardableResult
+        func finishCacheOperation(_ start: (watching: Bool, foreignChanges: Int)) -> Bool {
+            GLibWorker.dispatchPendingSignals()
+            itemCache.endOperation()
+            if isGnomeKeyring, !itemCache.isWatching, let owner { itemCache.startWatching(connection, sender: owner) }
+            return itemCache.foreignChanges == start.foreignChanges
         }
 
         private static func isShortKeyRefusal(_ error: UnsafeMutablePointer<GError>?) -> Bool {
@@ -140,9 +166,18 @@ extension SecretServiceStore {
             if !isGnomeKeyring, let locked = try lockedDefaultCollection(cancellable, action: action) {
                 return .locked([locked])
             }
+            var operation = beginCacheOperation()
+            if isGnomeKeyring, let path = itemCache.path(for: key) {
+                if let value = readCached(path, key, operation, cancellable, action: action) { return .value(value) }
+                operation = beginCacheOperation()
+            }
             // Two rounds: an item can vanish between the search and the read.
             for _ in 0..<2 {
                 let found = try search(key, cancellable, action: action)
+                // A key with one item, found while no other client changed one, is remembered.
+                if finishCacheOperation(operation), operation.watching, found.unlocked.count == 1, found.locked.isEmpty {
+                    itemCache.remember(found.unlocked[0], for: key)
+                }
                 guard let path = found.unlocked.first else {
                     if !found.locked.isEmpty { return .locked(found.locked) }
                     if isGnomeKeyring, let locked = try lockedDefaultCollection(cancellable, action: action) {
@@ -170,6 +205,26 @@ extension SecretServiceStore {
             return .absent
         }
 
+        /// The secret of `path`, the item ``itemCache`` holds for `key`; `nil` when that may no
+        /// longer be so (the read failed, or another client changed an item meanwhile), and the
+        /// caller then searches. The entry is dropped in that case.
+        private func readCached(
+            _ path: String, _ key: CredentialKey, _ operation: (watching: Bool, foreignChanges: Int),
+            _ cancellable: UnsafeMutablePointer<GCancellable>, action: String
+        ) -> Data? {
+            var error: UnsafeMutablePointer<GError>?
+            let value = secret_service_get_secret_for_dbus_path_sync(service, path, cancellable, &error)
+            if let error { g_error_free(error) }
+            let unchanged = finishCacheOperation(operation)
+            guard let value else {
+                itemCache.forget(key)
+                return nil
+            }
+            defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+            guard unchanged else { return nil }
+            return Self.copy(value)
+        }
+
 
         func remove(
             _ key: CredentialKey, _ cancellable: UnsafeMutablePointer<GCancellable>, action: String
@@ -179,16 +234,27 @@ extension SecretServiceStore {
             if !isGnomeKeyring, let locked = try lockedDefaultCollection(cancellable, action: action) {
                 return (false, [locked])
             }
+            let operation = beginCacheOperation()
+            var deleted = false
+            if isGnomeKeyring, let path = itemCache.path(for: key) {
+                // The one item the key had, unless another client changed an item meanwhile:
+                // then the search below finds whatever else is left.
+                itemCache.expect(.deleted, path)
+                deleted = (try? deleteItem(path, cancellable, action: action)) ?? false
+                itemCache.forget(key)
+                if finishCacheOperation(operation), deleted { return (true, nil) }
+            }
             let found = try search(key, cancellable, action: action)
             if isGnomeKeyring, found.unlocked.isEmpty, found.locked.isEmpty,
                 let locked = try lockedDefaultCollection(cancellable, action: action)
             {
                 return (false, [locked])
             }
-            var deleted = false
             for path in found.unlocked {
+                itemCache.expect(.deleted, path)
                 deleted = try deleteItem(path, cancellable, action: action) || deleted
             }
+            finishCacheOperation(operation)
             return (deleted, found.locked.isEmpty ? nil : found.locked)
         }
 

@@ -284,6 +284,29 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
         return connection
     }
 
+    // MARK: For tests
+
+    /// How many `SearchItems` calls this store's current connection has made.
+    func searchCount() async throws -> Int {
+        try await call("counting searches", { connection, _ in connection.searches })
+    }
+
+    /// Gives every unlocked item of `key` the attributes of `newKey` in this store's schema, as
+    /// another program might rename an item.
+    func renameItems(of key: CredentialKey, to newKey: CredentialKey) async throws {
+        let action = "renaming \(key)"
+        try await call(action) { connection, cancellable in
+            let attributes = Connection.attributes(newKey, schema: Self.schemaName)
+            defer { g_hash_table_unref(attributes) }
+            for path in try connection.search(key, cancellable, action: action).unlocked {
+                var error: UnsafeMutablePointer<GError>?
+                guard tv_item_set_attributes(connection.connection, path, attributes, -1, cancellable, &error) != 0 else {
+                    throw GLibError.take(error, while: action)
+                }
+            }
+        }
+    }
+
     /// Asks the provider to unlock `paths`, which shows a prompt, if the options allow it.
     private func unlock(_ paths: [String], action: String) async throws {
         guard options.unlockPrompt else {

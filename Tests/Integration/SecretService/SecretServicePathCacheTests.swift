@@ -1,0 +1,111 @@
+import Foundation
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+@testable import TokenVaultTestSupport
+@testable import TokenVault
+
+/// A long-lived store remembers which item holds each key it has seen, on gnome-keyring, and
+/// skips the search (ItemPathCache). These tests change items from another client between its
+/// operations, which the provider's signals must reveal: each reader still sees one value per
+/// key, and never another key's value. They run on every provider (the others always search).
+@Suite(.timeLimit(.minutes(3))) struct SecretServicePathCacheTests {
+    private func freshKey(_ account: String = "octocat") throws -> CredentialKey {
+        try CredentialKey(service: "tv-cache-\(UUID().uuidString.prefix(8))", account: account)
+    }
+
+    private var cacheIsUsed: Bool { SharedKeyring.provider == "gnome-keyring" }
+
+    /// A store that has saved and read `key` (holding `value`): on gnome-keyring it watches the
+    /// provider's signals and remembers the key's item.
+    private func storeThatKnows(_ key: CredentialKey, _ value: String) async throws -> SecretServiceStore {
+        let store = try await SharedKeyring.store()
+        try await store.save(Data(value.utf8), for: key, contentType: .text)
+        #expect(try await store.load(key) == Data(value.utf8))
+        return store
+    }
+
+    /// `secret-tool store` in another process: an item with the key's service and account and an
+    /// extra attribute, which matches no existing item, so the key then has two.
+    private func duplicate(_ key: CredentialKey, _ value: String) throws {
+        let result = try SecretToolProcess.run(
+            ["store", "--label=duplicate", "service", key.service, "account", key.account, "extra", "1"], input: Data(value.utf8))
+        try #require(result.status == 0, "secret-tool store: \(result.output)")
+    }
+
+    private func secretToolLookup(_ key: CredentialKey) throws -> (status: Int32, output: String) {
+        try SecretToolProcess.run(["lookup", "service", key.service, "account", key.account])
+    }
+
+    @Test func getsOverwritesAndDeletesOfAKnownKeySkipTheSearch() async throws {
+        let key = try freshKey()
+        let store = try await storeThatKnows(key, "one")
+        let before = try await store.searchCount()
+        for round in 0..<5 {
+            #expect(try await store.load(key) == Data("one".utf8), "round \(round)")
+        }
+        try await store.save(Data("two".utf8), for: key, contentType: .text)
+        #expect(try await store.load(key) == Data("two".utf8))
+        #expect(try await store.delete(key))
+        let searches = try await store.searchCount() - before
+        if cacheIsUsed {
+            #expect(searches == 0, "gnome-keyring: no search for a key the store already knows")
+        } else {
+            #expect(searches >= 7)
+        }
+        // What the store did is what every client sees.
+        #expect(try secretToolLookup(key).output.isEmpty)
+        #expect(try await store.load(key) == nil)
+    }
+
+    @Test func aDuplicateAnotherClientMadeIsDeletedWithTheKey() async throws {
+        let key = try freshKey()
+        let store = try await storeThatKnows(key, "ours")
+        try duplicate(key, "theirs")
+        #expect(try await store.delete(key))
+        let lookup = try secretToolLookup(key)
+        #expect(lookup.status != 0 && lookup.output.isEmpty, "the key still has an item: \(lookup.output)")
+        #expect(try await store.load(key) == nil)
+    }
+
+    @Test func aDuplicateAnotherClientMadeIsRemovedByTheNextSave() async throws {
+        let key = try freshKey()
+        let store = try await storeThatKnows(key, "ours")
+        try duplicate(key, "theirs")
+        try await store.save(Data("latest".utf8), for: key, contentType: .text)
+        // One item left, holding the latest value, for every reader.
+        #expect(try secretToolLookup(key).output == "latest")
+        let other = try await SharedKeyring.store()
+        #expect(try await other.load(key) == Data("latest".utf8))
+        #expect(try await other.delete(key))
+        #expect(try secretToolLookup(key).output.isEmpty)
+    }
+
+    @Test func anItemAnotherClientRenamedIsNotReadUnderItsOldName() async throws {
+        let key = try freshKey()
+        let renamed = try freshKey("renamed")
+        let store = try await storeThatKnows(key, "moved")
+        let other = try await SharedKeyring.store()
+        try await other.renameItems(of: key, to: renamed)
+        #expect(try await store.load(key) == nil, "the old key read the renamed item")
+        #expect(try await store.load(renamed) == Data("moved".utf8))
+        #expect(try await store.delete(key) == false)
+        #expect(try await store.delete(renamed))
+    }
+
+    @Test func anItemAnotherClientDeletedAndMadeAgainIsReadAgain() async throws {
+        let key = try freshKey()
+        let store = try await storeThatKnows(key, "first")
+        let other = try await SharedKeyring.store()
+        #expect(try await other.delete(key))
+        #expect(try await store.load(key) == nil)
+        try await other.save(Data("second".utf8), for: key, contentType: .text)
+        #expect(try await store.load(key) == Data("second".utf8))
+        try await store.save(Data("third".utf8), for: key, contentType: .text)
+        #expect(try await other.load(key) == Data("third".utf8))
+        #expect(try await store.delete(key))
+        #expect(try await other.load(key) == nil)
+    }
+}
