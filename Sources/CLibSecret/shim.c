@@ -384,10 +384,14 @@ static void item_signal(GDBusConnection *connection, const gchar *sender_name, c
     tv_item_watch *watch = user_data;
     const char *path = NULL;
     int change;
-    (void)connection, (void)sender_name, (void)object_path, (void)interface_name;
+    (void)connection, (void)sender_name, (void)object_path;
     if (internal.g_strcmp0(signal_name, "ItemCreated") == 0) change = TV_ITEM_CREATED;
     else if (internal.g_strcmp0(signal_name, "ItemDeleted") == 0) change = TV_ITEM_DELETED;
     else if (internal.g_strcmp0(signal_name, "ItemChanged") == 0) change = TV_ITEM_CHANGED;
+    else if (internal.g_strcmp0(interface_name, "org.freedesktop.Secret.Service") == 0 &&
+             (internal.g_strcmp0(signal_name, "CollectionCreated") == 0 ||
+              internal.g_strcmp0(signal_name, "CollectionDeleted") == 0 ||
+              internal.g_strcmp0(signal_name, "CollectionChanged") == 0)) change = TV_COLLECTION_CHANGED;
     else return;
     /* A signal that does not carry one object path still reports a change, of no known item. */
     if (internal.g_variant_is_of_type(parameters, TV_VARIANT_TYPE("(o)"))) {
@@ -409,11 +413,10 @@ guint tv_watch_items(GDBusConnection *connection, const char *sender, tv_item_ch
     watch->callback = callback;
     watch->context = context;
     watch->release = release;
-    /* Every member of the Collection interface on every object: one match rule serves every
-     * collection of the provider; item_signal keeps ItemCreated, ItemDeleted and ItemChanged. */
-    return internal.g_dbus_connection_signal_subscribe(connection, sender, "org.freedesktop.Secret.Collection",
-                                                       NULL, NULL, NULL, 0, item_signal, watch,
-                                                       item_watch_free);
+    /* Every signal of the provider: one match rule serves every collection; item_signal keeps the
+     * Collection interface's Item* signals and the Service interface's Collection* ones. */
+    return internal.g_dbus_connection_signal_subscribe(connection, sender, NULL, NULL, NULL, NULL, 0,
+                                                       item_signal, watch, item_watch_free);
 }
 
 void tv_unwatch_items(GDBusConnection *connection, guint id) {

@@ -269,12 +269,12 @@ gboolean tv_collection_is_locked(GDBusConnection *connection, const char *path, 
 gboolean tv_item_set_attributes(GDBusConnection *connection, const char *path, GHashTable *attributes,
                                 int timeout_ms, GCancellable *cancellable, GError **error);
 
-/* What a collection's ItemCreated, ItemDeleted and ItemChanged signals say. */
-enum { TV_ITEM_CREATED = 1, TV_ITEM_DELETED = 2, TV_ITEM_CHANGED = 3 };
+/* What a collection's ItemCreated, ItemDeleted and ItemChanged signals say, and the service's
+ * CollectionCreated, CollectionDeleted and CollectionChanged (a lock or an unlock among them). */
+enum { TV_ITEM_CREATED = 1, TV_ITEM_DELETED = 2, TV_ITEM_CHANGED = 3, TV_COLLECTION_CHANGED = 4 };
 typedef void (*tv_item_change_callback)(void *context, int change, const char *path);
 
-/* Subscribes to the ItemCreated, ItemDeleted and ItemChanged signals that `sender` (a unique bus
- * name) emits on any object. `callback` runs on the caller's thread-default main context, once per
+/* Subscribes to those signals when `sender` (a unique bus name) emits them, on any object. `callback` runs on the caller's thread-default main context, once per
  * signal; `release(context)` runs once GLib holds no more reference to `context` (after
  * tv_unwatch_items, possibly later). Returns the subscription's id. */
 guint tv_watch_items(GDBusConnection *connection, const char *sender, tv_item_change_callback callback,

@@ -12,6 +12,9 @@ internal import CLibSecret
 /// - gnome-keyring emits `ItemCreated`, `ItemDeleted` or `ItemChanged` (attributes, label) on a
 ///   collection for every such change, whoever made it; `SetSecret` emits nothing, and changes
 ///   no attribute, so an item found for a key stays that key's item.
+/// - For a service whose items it has all seen (one search by service), it also knows which
+///   accounts have no item, so a new key of that service is made without a search; and it keeps
+///   the default collection's lock, which gnome-keyring reports with `CollectionChanged`.
 /// - A signal that this connection's own call explains (``expect(_:_:)``, registered before the
 ///   signals are dispatched) is consumed; any other one empties the cache and moves
 ///   ``foreignChanges``, and an operation that used a cached path and sees it move does what it
@@ -27,9 +30,17 @@ final class ItemPathCache: @unchecked Sendable {
         case created = 1  // TV_ITEM_CREATED
         case deleted = 2  // TV_ITEM_DELETED
         case changed = 3  // TV_ITEM_CHANGED
+        case collection = 4  // TV_COLLECTION_CHANGED: a collection made, deleted, locked or unlocked
     }
 
     private var paths: [CredentialKey: String] = [:]
+    /// Services whose every item this connection knows: each account's item paths (none for an
+    /// account without items). A new key of such a service needs no search before it is made.
+    private var services: [String: [String: [String]]] = [:]
+    /// Services whose items could not all be known (too many, or locked): not asked again.
+    private var unknowable: Set<String> = []
+    /// Whether the default collection is unlocked, once read while watching.
+    private(set) var defaultUnlocked: Bool?
     private var expected: [(change: Change, path: String)] = []
     /// How many changes this connection did not make itself have been reported.
     private(set) var foreignChanges = 0
@@ -43,15 +54,56 @@ final class ItemPathCache: @unchecked Sendable {
     /// would otherwise keep every path).
     static let capacity = 100_000
 
-    func path(for key: CredentialKey) -> String? { paths[key] }
-
-    func remember(_ path: String, for key: CredentialKey) {
-        guard isWatching, paths.count < Self.capacity || paths[key] != nil else { return }
-        paths[key] = path
+    func path(for key: CredentialKey) -> String? {
+        if let known = services[key.service]?[key.account] { return known.count == 1 ? known[0] : nil }
+        return paths[key]
     }
 
+    /// Whether `key` is known to have no item at all.
+    func isAbsent(_ key: CredentialKey) -> Bool {
+        services[key.service].map { $0[key.account, default: []].isEmpty } ?? false
+    }
+
+    /// Whether every item of `service` is known, or cannot be.
+    func hasCensus(of service: String) -> Bool {
+        services[service] != nil || unknowable.contains(service)
+    }
+
+    /// `path` is now `key`'s only item.
+    func remember(_ path: String, for key: CredentialKey) {
+        guard isWatching else { return }
+        if services[key.service] != nil {
+            services[key.service]![key.account] = [path]
+        } else if paths.count < Self.capacity || paths[key] != nil {
+            paths[key] = path
+        }
+    }
+
+    /// `key` now has no item.
+    func removed(_ key: CredentialKey) {
+        paths[key] = nil
+        services[key.service]?[key.account] = nil
+    }
+
+    /// What `key` holds is no longer known.
     func forget(_ key: CredentialKey) {
         paths[key] = nil
+        if services.removeValue(forKey: key.service) != nil { unknowable.insert(key.service) }
+    }
+
+    /// Records every item of `service`, by account, as a search by service found them.
+    func census(of service: String, _ accounts: [String: [String]]?) {
+        guard isWatching else { return }
+        if let accounts, services.count < Self.capacity {
+            services[service] = accounts
+        } else {
+            unknowable.insert(service)
+        }
+    }
+
+    func lockState(unlocked: Bool) {
+        guard isWatching else { return }
+        defaultUnlocked = unlocked
     }
 
     /// Announces a signal that this connection's own call is about to cause (or has just caused).
@@ -72,6 +124,9 @@ final class ItemPathCache: @unchecked Sendable {
         }
         foreignChanges += 1
         paths.removeAll()
+        services.removeAll()
+        unknowable.removeAll()
+        defaultUnlocked = nil
     }
 
     /// Subscribes to the item signals of `sender` (the provider's unique bus name).

@@ -103,20 +103,36 @@ extension SecretServiceStore.Connection {
             // The key's one item, seen by this connection (``ItemPathCache``): overwritten without
             // a search. Any failure (the item gone, locked, not of this schema) takes the search.
             if (try? overwriteInPlace([path], value, label: label, cancellable, action: action)) == path {
-                if finishCacheOperation(operation) { return .saved }
-                // Another client changed an item meanwhile: whatever else the key now has goes, as
-                // after the search below.
-                operation = beginCacheOperation()
-                let found = try search(key, cancellable, action: action)
-                for other in found.unlocked where other != path {
-                    itemCache.expect(.deleted, other)
-                    try deleteItem(other, cancellable, action: action)
-                }
-                if finishCacheOperation(operation), found.locked.isEmpty { itemCache.remember(path, for: key) }
+                if !finishCacheOperation(operation) { try keepOnly(path, for: key, cancellable, action: action) }
                 return .saved
             }
             itemCache.forget(key)
             operation = beginCacheOperation()
+        }
+        // A new key of a service whose every item this connection knows: made without a search.
+        if operation.watching, !itemCache.hasCensus(of: key.service) {
+            try takeCensus(of: key.service, cancellable, action: action)
+        }
+        if itemCache.isAbsent(key) {
+            if itemCache.defaultUnlocked != true {
+                guard let collection = try defaultCollectionState(cancellable, action: action) else {
+                    throw Self.noDefaultCollection(key)
+                }
+                if collection.locked { return .locked([collection.path]) }
+                itemCache.lockState(unlocked: true)
+            }
+            switch try createItem(value, key, label: label, cancellable, action: action) {
+            case .created(let path):
+                itemCache.expect(.created, path)
+                if finishCacheOperation(operation) {
+                    itemCache.remember(path, for: key)
+                } else {
+                    try keepOnly(path, for: key, cancellable, action: action)
+                }
+                return .saved
+            case .locked(let paths):
+                return .locked(paths)
+            }
         }
         let found = try search(key, cancellable, action: action)
         let written: String
@@ -149,6 +165,42 @@ extension SecretServiceStore.Connection {
             itemCache.remember(written, for: key)
         }
         return .saved
+    }
+
+    /// After a write to `path` without a search, during which another client changed an item:
+    /// whatever else `key` now has goes, as after a search.
+    private func keepOnly(
+        _ path: String, for key: CredentialKey, _ cancellable: UnsafeMutablePointer<GCancellable>, action: String
+    ) throws {
+        let operation = beginCacheOperation()
+        let found = try search(key, cancellable, action: action)
+        for other in found.unlocked where other != path {
+            itemCache.expect(.deleted, other)
+            try deleteItem(other, cancellable, action: action)
+        }
+        if finishCacheOperation(operation), found.locked.isEmpty { itemCache.remember(path, for: key) }
+    }
+
+    /// The most items of one service whose attributes a census reads.
+    static let censusLimit = 32
+
+    /// Learns every item of `service` (``ItemPathCache/census(of:_:)``): one search by service and
+    /// the attributes of what it finds, if that is at most ``censusLimit`` unlocked items. A
+    /// service with more, or with a locked item, is searched key by key, and not counted again.
+    private func takeCensus(of service: String, _ cancellable: UnsafeMutablePointer<GCancellable>, action: String) throws {
+        let attributes = tv_attributes_new()!
+        defer { g_hash_table_unref(attributes) }
+        tv_attributes_set(attributes, "service", service)
+        let found = try search(attributes, schema: true, cancellable, action: action)
+        guard found.locked.isEmpty, found.unlocked.count <= Self.censusLimit else {
+            itemCache.census(of: service, nil)
+            return
+        }
+        var accounts: [String: [String]] = [:]
+        for item in try readKeys(found.unlocked, cancellable, action: action) where item.service == service {
+            accounts[item.account, default: []].append(item.path)
+        }
+        itemCache.census(of: service, accounts)
     }
 
     /// Writes `value` into the first of `paths` that is an item of this schema, with `label`;

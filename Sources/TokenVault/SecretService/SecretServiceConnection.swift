@@ -234,15 +234,19 @@ extension SecretServiceStore {
             if !isGnomeKeyring, let locked = try lockedDefaultCollection(cancellable, action: action) {
                 return (false, [locked])
             }
-            let operation = beginCacheOperation()
+            var operation = beginCacheOperation()
             var deleted = false
             if isGnomeKeyring, let path = itemCache.path(for: key) {
                 // The one item the key had, unless another client changed an item meanwhile:
                 // then the search below finds whatever else is left.
                 itemCache.expect(.deleted, path)
                 deleted = (try? deleteItem(path, cancellable, action: action)) ?? false
+                if finishCacheOperation(operation), deleted {
+                    itemCache.removed(key)
+                    return (true, nil)
+                }
                 itemCache.forget(key)
-                if finishCacheOperation(operation), deleted { return (true, nil) }
+                operation = beginCacheOperation()
             }
             let found = try search(key, cancellable, action: action)
             if isGnomeKeyring, found.unlocked.isEmpty, found.locked.isEmpty,
@@ -254,7 +258,7 @@ extension SecretServiceStore {
                 itemCache.expect(.deleted, path)
                 deleted = try deleteItem(path, cancellable, action: action) || deleted
             }
-            finishCacheOperation(operation)
+            if finishCacheOperation(operation), found.locked.isEmpty { itemCache.removed(key) }
             return (deleted, found.locked.isEmpty ? nil : found.locked)
         }
 

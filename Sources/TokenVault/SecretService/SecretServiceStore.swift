@@ -286,9 +286,10 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
 
     // MARK: For tests
 
-    /// How many `SearchItems` calls this store's current connection has made.
-    func searchCount() async throws -> Int {
-        try await call("counting searches", { connection, _ in connection.searches })
+    /// How many `SearchItems` calls this store's current connection has made, and how many changes
+    /// of other clients it has been told of (``ItemPathCache/foreignChanges``).
+    func searchCount() async throws -> (searches: Int, foreignChanges: Int) {
+        try await call("counting searches", { connection, _ in (connection.searches, connection.itemCache.foreignChanges) })
     }
 
     /// Gives every unlocked item of `key` the attributes of `newKey` in this store's schema, as

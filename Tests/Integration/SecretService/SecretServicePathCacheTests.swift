@@ -49,11 +49,18 @@ import Testing
         try await store.save(Data("two".utf8), for: key, contentType: .text)
         #expect(try await store.load(key) == Data("two".utf8))
         #expect(try await store.delete(key))
-        let searches = try await store.searchCount() - before
-        if cacheIsUsed {
+        let after = try await store.searchCount()
+        let searches = after.searches - before.searches
+        let foreign = after.foreignChanges - before.foreignChanges
+        if !cacheIsUsed {
+            #expect(searches >= 7)
+        } else if foreign == 0 {
             #expect(searches == 0, "gnome-keyring: no search for a key the store already knows")
         } else {
-            #expect(searches >= 7)
+            // Other tests changed items meanwhile (Scripts/test runs this suite alone, where this
+            // branch is not taken): each change costs at most the search of the operation that
+            // saw it and of the next one.
+            #expect(searches <= 2 * foreign, "\(searches) searches for \(foreign) changes of other clients")
         }
         // What the store did is what every client sees.
         #expect(try secretToolLookup(key).output.isEmpty)
@@ -81,6 +88,30 @@ import Testing
         #expect(try await other.load(key) == Data("latest".utf8))
         #expect(try await other.delete(key))
         #expect(try secretToolLookup(key).output.isEmpty)
+    }
+
+    /// How many items `secret-tool search --all` lists for `key`.
+    private func itemCount(_ key: CredentialKey) throws -> Int {
+        let search = try SecretToolProcess.run(["search", "--all", "service", key.service, "account", key.account])
+        return search.output.components(separatedBy: "\n").filter { $0.hasPrefix("[/") }.count
+    }
+
+    /// A store that has counted a service's items makes its new keys without a search: a key that
+    /// another client made since must still end with one item, the store's.
+    @Test func aKeyAnotherClientMadeAfterTheServiceWasCountedIsNotDuplicated() async throws {
+        let first = try freshKey("first")
+        let store = try await storeThatKnows(first, "one")
+        let second = try CredentialKey(service: first.service, account: "second")
+        try await store.save(Data("two".utf8), for: second, contentType: .text)
+        let third = try CredentialKey(service: first.service, account: "third")
+        let made = try SecretToolProcess.run(
+            ["store", "--label=theirs", "service", third.service, "account", third.account], input: Data("theirs".utf8))
+        try #require(made.status == 0, "secret-tool store: \(made.output)")
+        try await store.save(Data("ours".utf8), for: third, contentType: .text)
+        #expect(try itemCount(third) == 1)
+        #expect(try secretToolLookup(third).output == "ours")
+        for key in [first, second, third] { #expect(try await store.delete(key)) }
+        #expect(try itemCount(third) == 0)
     }
 
     @Test func anItemAnotherClientRenamedIsNotReadUnderItsOldName() async throws {

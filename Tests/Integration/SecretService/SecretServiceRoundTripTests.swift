@@ -25,31 +25,55 @@ import Testing
     @Test func eachOperationOnGnomeKeyringTakesTheFewestCalls() async throws {
         let (bus, monitor, check) = try await Self.monitoredKeyring()
 
-        // A new key: the search, the alias and the lock of the default collection (read once per
-        // connection and then kept), CreateItem.
+        // A new key, as the store's first operation: the search, the alias and the lock of the
+        // default collection, CreateItem (gnome-keyring writes its file once for a SetSecret,
+        // where CreateItem with replace changes three things). From here on the store watches
+        // gnome-keyring's item and collection signals (ItemPathCache).
         #expect(try await check.send("save github octocat first").ok)
         #expect(try await monitor.calls() == ["SearchItems", "ReadAlias", "Get", "CreateItem"])
-        // Another new key: the alias is known.
+        // Another new key of the service: a search by service and the attributes of what it
+        // finds (the service's census, taken once), the lock (read once, then kept), CreateItem.
         #expect(try await check.send("save github hubot first").ok)
-        #expect(try await monitor.calls() == ["SearchItems", "Get", "CreateItem"])
-        // An overwrite: the search shows the unlocked item, its properties show it is of this
-        // schema with the same label, and SetSecret writes it in place (gnome-keyring writes its
-        // file once for it, where CreateItem with replace changes three things). No read-back on
-        // gnome-keyring.
+        #expect(try await monitor.calls() == ["SearchItems", "Get", "Get", "CreateItem"])
+        // A third: the store knows the service has no such item and the collection is unlocked.
+        #expect(try await check.send("save github monalisa first").ok)
+        #expect(try await monitor.calls() == ["CreateItem"])
+        // Overwrites of the key's one item: its properties show it is of this schema with the same
+        // label, and SetSecret writes it in place. No search, no read-back on gnome-keyring.
         #expect(try await check.send("save github octocat second").ok)
-        #expect(try await monitor.calls() == ["SearchItems", "GetAll", "SetSecret"])
-        // From here the store knows which item holds octocat (it watches gnome-keyring's item
-        // signals since its first operation, and its search found one item): no more searches.
+        #expect(try await monitor.calls() == ["GetAll", "SetSecret"])
         #expect(try await check.send("load github octocat")["value"] as? String == "second")
         #expect(try await monitor.calls() == ["GetSecrets"])
         #expect(try await check.send("save github hubot second").ok)
         #expect(try await monitor.calls() == ["GetAll", "SetSecret"])
         #expect(try await check.send("delete github octocat").ok)
         #expect(try await monitor.calls() == ["Delete"])
+        // Made again: known to have no item.
+        #expect(try await check.send("save github octocat third").ok)
+        #expect(try await monitor.calls() == ["CreateItem"])
+        #expect(try await check.send("delete github octocat").ok)
+        #expect(try await monitor.calls() == ["Delete"])
         // Absent: the lock is read, so that a locked keyring is never "absent".
         let absent = try await check.send("load github octocat")
         #expect(absent.ok && absent["value"] is NSNull, "\(absent.fields)")
         #expect(try await monitor.calls() == ["SearchItems", "Get"])
+        await bus.stop()
+    }
+
+    /// The lock the store keeps is dropped when gnome-keyring reports that a collection changed:
+    /// a new key of a counted service, after another client locked the collection, is `locked`
+    /// (read again, never a CreateItem that would prompt on a desktop).
+    @Test func aLockAnotherClientMadeIsSeenBeforeTheNextNewKey() async throws {
+        let (bus, monitor, check) = try await Self.monitoredKeyring()
+        #expect(try await check.send("save github octocat first").ok)
+        #expect(try await check.send("save github hubot first").ok)
+        #expect(try await check.send("save github monalisa first").ok)
+        #expect(try await monitor.calls().last == "CreateItem")
+        try await bus.lockLogin()
+        let locked = try await check.send("save github mona second")
+        #expect(!locked.ok && locked["code"] as? String == "locked", "\(locked.fields)")
+        let calls = try await monitor.calls()
+        #expect(!calls.contains("CreateItem") && calls.contains("Get"), "\(calls)")
         await bus.stop()
     }
 
