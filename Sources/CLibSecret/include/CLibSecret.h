@@ -274,12 +274,13 @@ gboolean tv_item_set_attributes(GDBusConnection *connection, const char *path, G
 enum { TV_ITEM_CREATED = 1, TV_ITEM_DELETED = 2, TV_ITEM_CHANGED = 3, TV_COLLECTION_CHANGED = 4 };
 typedef void (*tv_item_change_callback)(void *context, int change, const char *path);
 
-/* Subscribes to those signals when `sender` (a unique bus name) emits them, on any object. `callback` runs on the caller's thread-default main context, once per
- * signal; `release(context)` runs once GLib holds no more reference to `context` (after
- * tv_unwatch_items, possibly later). Returns the subscription's id. */
-guint tv_watch_items(GDBusConnection *connection, const char *sender, tv_item_change_callback callback,
-                     void *context, void (*release)(void *context));
-void tv_unwatch_items(GDBusConnection *connection, guint id);
+/* Subscribes to those signals when `sender` (a unique bus name) emits them, on any object.
+ * `callback` runs on the caller's thread-default main context, once per signal;
+ * `release(context)` runs once GLib holds no more reference to `context` (after tv_unwatch_items,
+ * possibly later). Fills `ids` with the two subscriptions' ids and returns 1; 0 if it could not. */
+int tv_watch_items(GDBusConnection *connection, const char *sender, tv_item_change_callback callback,
+                   void *context, void (*release)(void *context), guint ids[2]);
+void tv_unwatch_items(GDBusConnection *connection, const guint ids[2]);
 
 /* Reads an item's attributes (never its secret). The caller unrefs the table. */
 GHashTable *tv_item_attributes(GDBusConnection *connection, const char *path, int timeout_ms,

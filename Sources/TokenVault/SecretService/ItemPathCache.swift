@@ -44,11 +44,12 @@ final class ItemPathCache: @unchecked Sendable {
     private var expected: [(change: Change, path: String)] = []
     /// How many changes this connection did not make itself have been reported.
     private(set) var foreignChanges = 0
-    private var subscription: guint = 0
+    /// The two subscriptions (item signals, collection signals); zeros when not watching.
+    private var subscriptions: [guint] = [0, 0]
     private var connection: OpaquePointer?
 
     /// Whether signals are subscribed. Only what was learned after that may be remembered.
-    var isWatching: Bool { subscription != 0 }
+    var isWatching: Bool { subscriptions[0] != 0 }
 
     /// Entries beyond this many are not remembered (a process that walks a huge keyring once
     /// would otherwise keep every path).
@@ -132,9 +133,10 @@ final class ItemPathCache: @unchecked Sendable {
     /// Subscribes to the item signals of `sender` (the provider's unique bus name).
     func startWatching(_ connection: OpaquePointer, sender: String) {
         guard !isWatching else { return }
-        // GLib holds a reference to this object until it frees the subscription.
+        // GLib holds a reference to this object until it frees the subscriptions.
         let context = Unmanaged.passRetained(self).toOpaque()
-        subscription = tv_watch_items(
+        var ids: [guint] = [0, 0]
+        let subscribed = tv_watch_items(
             connection, sender,
             { context, change, path in
                 guard let context else { return }
@@ -145,12 +147,15 @@ final class ItemPathCache: @unchecked Sendable {
             { context in
                 guard let context else { return }
                 Unmanaged<ItemPathCache>.fromOpaque(context).release()
-            })
-        if subscription == 0 {
-            Unmanaged<ItemPathCache>.fromOpaque(context).release()
-        } else {
-            self.connection = connection
+            },
+            &ids)
+        guard subscribed != 0, ids[0] != 0, ids[1] != 0 else {
+            if subscribed == 0 { Unmanaged<ItemPathCache>.fromOpaque(context).release() }
+            if ids != [0, 0] { tv_unwatch_items(connection, ids) }  // GLib then releases it
+            return
         }
+        subscriptions = ids
+        self.connection = connection
     }
 
     /// Unsubscribes (the connection is going away, on whichever thread drops it last: a signal
@@ -158,7 +163,7 @@ final class ItemPathCache: @unchecked Sendable {
     /// its own reference, and why this touches nothing else).
     func stopWatching() {
         guard isWatching, let connection else { return }
-        tv_unwatch_items(connection, subscription)
-        subscription = 0
+        tv_unwatch_items(connection, subscriptions)
+        subscriptions = [0, 0]
     }
 }
