@@ -111,7 +111,7 @@ extension SecretServiceStore.Connection {
         }
         // A new key of a service whose every item this connection knows: made without a search.
         if operation.watching, !itemCache.hasCensus(of: key.service) {
-            try takeCensus(of: key.service, cancellable, action: action)
+            takeCensus(of: key.service, cancellable, action: action)
         }
         if itemCache.isAbsent(key) {
             if itemCache.defaultUnlocked != true {
@@ -187,20 +187,26 @@ extension SecretServiceStore.Connection {
     /// Learns every item of `service` (``ItemPathCache/census(of:_:)``): one search by service and
     /// the attributes of what it finds, if that is at most ``censusLimit`` unlocked items. A
     /// service with more, or with a locked item, is searched key by key, and not counted again.
-    private func takeCensus(of service: String, _ cancellable: UnsafeMutablePointer<GCancellable>, action: String) throws {
+    /// A census that fails (the provider refused a call, or the deadline passed) is not retried;
+    /// the save goes on with a search, which reports such a failure itself.
+    private func takeCensus(of service: String, _ cancellable: UnsafeMutablePointer<GCancellable>, action: String) {
         let attributes = tv_attributes_new()!
         defer { g_hash_table_unref(attributes) }
         tv_attributes_set(attributes, "service", service)
-        let found = try search(attributes, schema: true, cancellable, action: action)
-        guard found.locked.isEmpty, found.unlocked.count <= Self.censusLimit else {
+        do {
+            let found = try search(attributes, schema: true, cancellable, action: action)
+            guard found.locked.isEmpty, found.unlocked.count <= Self.censusLimit else {
+                itemCache.census(of: service, nil)
+                return
+            }
+            var accounts: [String: [String]] = [:]
+            for item in try readKeys(found.unlocked, cancellable, action: action) where item.service == service {
+                accounts[item.account, default: []].append(item.path)
+            }
+            itemCache.census(of: service, accounts)
+        } catch {
             itemCache.census(of: service, nil)
-            return
         }
-        var accounts: [String: [String]] = [:]
-        for item in try readKeys(found.unlocked, cancellable, action: action) where item.service == service {
-            accounts[item.account, default: []].append(item.path)
-        }
-        itemCache.census(of: service, accounts)
     }
 
     /// Writes `value` into the first of `paths` that is an item of this schema, with `label`;
