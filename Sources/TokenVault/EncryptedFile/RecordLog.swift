@@ -217,8 +217,8 @@ struct RecordLog {
     /// `body`. Returns `nil` if the frame fails authentication.
     ///
     /// A pass through the log needs every record's tag checked and its names, not its secret:
-    /// leaving the secrets sealed makes opening a large vault about a third faster, and keeps
-    /// them out of memory until a lookup asks for one.
+    /// leaving the secrets sealed takes about a quarter off the crypto of opening a large vault
+    /// (93 → 69 ms at 100,000 entries), and keeps them out of memory until a lookup asks for one.
     static func authenticateFrame<Result>(
         _ frame: UnsafeRawBufferPointer, sequence: UInt64, fileID: [UInt8], keys: VaultKeys, scratch: SecureBuffer,
         _ body: (UnsafeRawBufferPointer, Int) throws -> Result
