@@ -195,16 +195,26 @@ struct RecordLog {
         _ frame: UnsafeRawBufferPointer, sequence: UInt64, fileID: [UInt8], keys: VaultKeys, scratch: SecureBuffer,
         _ body: (UnsafeMutableRawBufferPointer) throws -> Result
     ) throws -> Result? {
-        let headerBytes = UnsafeRawBufferPointer(rebasing: frame[0..<SealedRecord.frameHeaderLength])
-        let sealed = UnsafeRawBufferPointer(rebasing: frame[SealedRecord.frameHeaderLength...])
         let count = SealedRecord.plaintextCount(frameCount: frame.count)
-        return try withUnsafeTemporaryAllocation(byteCount: SealedRecord.associatedDataLength, alignment: 1) { ad in
-            SealedRecord.writeAssociatedData(fileID: fileID, sequence: sequence, frameHeader: headerBytes, into: ad)
-            return try scratch.withBytes(count: count) { plaintext in
-                guard Sodium.open(sealed, associatedData: UnsafeRawBufferPointer(ad), key: keys.recordKey, into: plaintext) == count
-                else { return nil }
+        return try withSealed(frame, sequence: sequence, fileID: fileID) { sealed, ad in
+            try scratch.withBytes(count: count) { plaintext in
+                guard Sodium.open(sealed, associatedData: ad, key: keys.recordKey, into: plaintext) == count else { return nil }
                 return try body(plaintext)
             }
+        }
+    }
+
+    /// Lends `body` the sealed part of `frame` (nonce, ciphertext, tag) and the associated data
+    /// that binds it to its file and its place in the log.
+    private static func withSealed<Result>(
+        _ frame: UnsafeRawBufferPointer, sequence: UInt64, fileID: [UInt8],
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Result
+    ) rethrows -> Result {
+        let headerBytes = UnsafeRawBufferPointer(rebasing: frame[0..<SealedRecord.frameHeaderLength])
+        let sealed = UnsafeRawBufferPointer(rebasing: frame[SealedRecord.frameHeaderLength...])
+        return try withUnsafeTemporaryAllocation(byteCount: SealedRecord.associatedDataLength, alignment: 1) { ad in
+            SealedRecord.writeAssociatedData(fileID: fileID, sequence: sequence, frameHeader: headerBytes, into: ad)
+            return try body(sealed, UnsafeRawBufferPointer(ad))
         }
     }
 
@@ -223,27 +233,24 @@ struct RecordLog {
         _ frame: UnsafeRawBufferPointer, sequence: UInt64, fileID: [UInt8], keys: VaultKeys, scratch: SecureBuffer,
         _ body: (UnsafeRawBufferPointer, Int) throws -> Result
     ) throws -> Result? {
-        let headerBytes = UnsafeRawBufferPointer(rebasing: frame[0..<SealedRecord.frameHeaderLength])
-        let sealed = UnsafeRawBufferPointer(rebasing: frame[SealedRecord.frameHeaderLength...])
         let count = SealedRecord.plaintextCount(frameCount: frame.count)
         guard count >= 0 else { return nil }
-        var namesEnd = 0
-        let first: Result?? = try withUnsafeTemporaryAllocation(byteCount: SealedRecord.associatedDataLength, alignment: 1) { ad in
-            SealedRecord.writeAssociatedData(fileID: fileID, sequence: sequence, frameHeader: headerBytes, into: ad)
-            return try scratch.withBytes(count: min(count, namesPrefixCount)) { prefix in
-                guard Sodium.authenticate(sealed, associatedData: UnsafeRawBufferPointer(ad), key: keys.recordKey, decryptingPrefixInto: prefix)
+        return try withSealed(frame, sequence: sequence, fileID: fileID) { sealed, ad in
+            var namesEnd = 0
+            let first: Result?? = try scratch.withBytes(count: min(count, namesPrefixCount)) { prefix in
+                guard Sodium.authenticate(sealed, associatedData: ad, key: keys.recordKey, decryptingPrefixInto: prefix)
                 else { return .some(nil) }
                 namesEnd = SealedRecord.namesEnd(UnsafeRawBufferPointer(prefix)) ?? 0
                 // Longer names (rare): decrypted below, once this buffer is wiped.
                 if namesEnd > prefix.count, namesEnd <= count { return nil }
                 return .some(try body(UnsafeRawBufferPointer(prefix), count))
             }
-        }
-        if let first { return first }
-        // The frame authenticated above; these are the same bytes.
-        return try scratch.withBytes(count: namesEnd) { prefix in
-            Sodium.decryptPrefix(of: sealed, key: keys.recordKey, into: prefix)
-            return try body(UnsafeRawBufferPointer(prefix), count)
+            if let first { return first }
+            // The frame authenticated above; these are the same bytes.
+            return try scratch.withBytes(count: namesEnd) { prefix in
+                Sodium.decryptPrefix(of: sealed, key: keys.recordKey, into: prefix)
+                return try body(UnsafeRawBufferPointer(prefix), count)
+            }
         }
     }
 

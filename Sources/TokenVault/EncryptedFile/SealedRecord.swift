@@ -77,11 +77,7 @@ struct SealedRecord {
 
     /// Where the secret lies in an opened plaintext, without decoding the names.
     static func secretRange(_ plaintext: UnsafeRawBufferPointer) -> Range<Int>? {
-        guard plaintext.count >= plaintextHeaderLength else { return nil }
-        let serviceCount = Int(UInt16(littleEndian: plaintext.loadUnaligned(fromByteOffset: 1, as: UInt16.self)))
-        let accountCount = Int(UInt16(littleEndian: plaintext.loadUnaligned(fromByteOffset: 3, as: UInt16.self)))
-        let secretStart = plaintextHeaderLength + serviceCount + accountCount
-        guard secretStart <= plaintext.count else { return nil }
+        guard let secretStart = namesEnd(plaintext), secretStart <= plaintext.count else { return nil }
         return secretStart..<plaintext.count
     }
 
