@@ -155,10 +155,7 @@ extension SecretServiceStore.Connection {
             case .locked(let paths): return .locked(paths)
             }
         }
-        for path in found.unlocked where path != written {
-            itemCache.expect(.deleted, path)
-            try deleteItem(path, cancellable, action: action)
-        }
+        try deleteItems(found.unlocked, keeping: written, cancellable, action: action)
         // The key's one item now, unless another client changed an item meanwhile or a locked
         // item for the key remains.
         if finishCacheOperation(operation), operation.watching, found.locked.isEmpty {
@@ -174,11 +171,19 @@ extension SecretServiceStore.Connection {
     ) throws {
         let operation = beginCacheOperation()
         let found = try search(key, cancellable, action: action)
-        for other in found.unlocked where other != path {
-            itemCache.expect(.deleted, other)
-            try deleteItem(other, cancellable, action: action)
-        }
+        try deleteItems(found.unlocked, keeping: path, cancellable, action: action)
         if finishCacheOperation(operation), found.locked.isEmpty { itemCache.remember(path, for: key) }
+    }
+
+    /// Deletes each of `paths` but `kept` (the other items of a key that now has `kept`), each
+    /// deletion announced to ``itemCache`` as this connection's own.
+    private func deleteItems(
+        _ paths: [String], keeping kept: String, _ cancellable: UnsafeMutablePointer<GCancellable>, action: String
+    ) throws {
+        for path in paths where path != kept {
+            itemCache.expect(.deleted, path)
+            try deleteItem(path, cancellable, action: action)
+        }
     }
 
     /// The most items of one service whose attributes a census reads.

@@ -238,7 +238,8 @@ extension SecretServiceStore {
             var deleted = false
             if isGnomeKeyring, let path = itemCache.path(for: key) {
                 // The one item the key had, unless another client changed an item meanwhile:
-                // then the search below finds whatever else is left.
+                // then the search below finds whatever else is left. A failed Delete (the item
+                // gone or locked, the deadline) is not reported here: the search path reports it.
                 itemCache.expect(.deleted, path)
                 deleted = (try? deleteItem(path, cancellable, action: action)) ?? false
                 if finishCacheOperation(operation), deleted {

@@ -288,7 +288,7 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
 
     /// How many `SearchItems` calls this store's current connection has made, and how many changes
     /// of other clients it has been told of (``ItemPathCache/foreignChanges``).
-    func searchCount() async throws -> (searches: Int, foreignChanges: Int) {
+    func searchCounters() async throws -> (searches: Int, foreignChanges: Int) {
         try await call("counting searches", { connection, _ in (connection.searches, connection.itemCache.foreignChanges) })
     }
 

@@ -42,14 +42,14 @@ import Testing
     @Test func getsOverwritesAndDeletesOfAKnownKeySkipTheSearch() async throws {
         let key = try freshKey()
         let store = try await storeThatKnows(key, "one")
-        let before = try await store.searchCount()
+        let before = try await store.searchCounters()
         for round in 0..<5 {
             #expect(try await store.load(key) == Data("one".utf8), "round \(round)")
         }
         try await store.save(Data("two".utf8), for: key, contentType: .text)
         #expect(try await store.load(key) == Data("two".utf8))
         #expect(try await store.delete(key))
-        let after = try await store.searchCount()
+        let after = try await store.searchCounters()
         let searches = after.searches - before.searches
         let foreign = after.foreignChanges - before.foreignChanges
         if !cacheIsUsed {
