@@ -54,6 +54,8 @@ extension SecretServiceStore {
         /// On gnome-keyring, which item holds each key this connection has seen (see
         /// ``ItemPathCache``); unused with other providers.
         let itemCache = ItemPathCache()
+        /// Whether an operation has finished: the next one subscribes ``itemCache`` to signals.
+        private var finishedAnOperation = false
         /// How many `SearchItems` calls this connection made (tests).
         var searches = 0
 
@@ -117,20 +119,29 @@ extension SecretServiceStore {
         /// Begins an operation that may use ``itemCache``: reports the signals that came in since
         /// the last one (other clients' changes) and returns what ``finishCacheOperation(_:)``
         /// compares with.
+        ///
+        /// The signals are subscribed here, once an earlier operation of this connection has
+        /// finished, so that a one-shot command (one `vault get`) never subscribes: that cost two
+        /// `AddMatch` calls for a cache it would never use. The subscription goes out before this
+        /// operation's first call on the same connection, and the bus daemon handles one sender's
+        /// messages in order, so every change the provider makes after answering it is reported.
+        /// Nothing learned before is remembered (``ItemPathCache`` remembers only while watching).
         func beginCacheOperation() -> (watching: Bool, foreignChanges: Int) {
+            if isGnomeKeyring, finishedAnOperation, !itemCache.isWatching, let owner {
+                itemCache.startWatching(connection, sender: owner)
+            }
             GLibWorker.dispatchPendingSignals()
             itemCache.endOperation()
             return (itemCache.isWatching, itemCache.foreignChanges)
         }
 
         /// Ends an operation: dispatches the signals its own calls caused, and returns whether no
-        /// other client changed an item since `start`. Starts watching after the first operation,
-        /// so that a one-shot command never subscribes.
+        /// other client changed an item since `start`.
         @discardableResult
         func finishCacheOperation(_ start: (watching: Bool, foreignChanges: Int)) -> Bool {
             GLibWorker.dispatchPendingSignals()
             itemCache.endOperation()
-            if isGnomeKeyring, !itemCache.isWatching, let owner { itemCache.startWatching(connection, sender: owner) }
+            finishedAnOperation = true
             return itemCache.foreignChanges == start.foreignChanges
         }
 

@@ -27,8 +27,8 @@ import Testing
 
         // A new key, as the store's first operation: the search, the alias and the lock of the
         // default collection, CreateItem (gnome-keyring writes its file once for a SetSecret,
-        // where CreateItem with replace changes three things). From here on the store watches
-        // gnome-keyring's item and collection signals (ItemPathCache).
+        // where CreateItem with replace changes three things). When its next operation begins, the
+        // store subscribes to gnome-keyring's item and collection signals (ItemPathCache).
         #expect(try await check.send("save github octocat first").ok)
         #expect(try await monitor.calls() == ["SearchItems", "ReadAlias", "Get", "CreateItem"])
         // Another new key of the service: a search by service and the attributes of what it
@@ -100,6 +100,33 @@ import Testing
         #expect(try await monitor.calls().contains("ReadAlias"))
         await bus.stop()
     }
+    /// A one-shot `vault get` never subscribes to gnome-keyring's item and collection signals: it
+    /// would never use what they keep fresh, and the two match rules cost two calls to the bus. A
+    /// store subscribes when its second operation begins (the control: the same monitor sees it).
+    @Test func aOneShotCommandDoesNotSubscribeToItemSignals() async throws {
+        let bus = try await PrivateBus.start()
+        try await bus.startKeyring(password: "round-trip-test-password")
+        let rules = try await MatchRuleMonitor.start(bus)
+        let itemSignals = { (rule: String) in rule.contains("interface='org.freedesktop.Secret.Collection'") }
+        let vault = try Products.executable("vault")
+        for arguments in [["set", "github", "octocat", "--backend", "secret-service"], ["get", "github", "octocat", "--backend", "secret-service"]] {
+            let run = try await offPool {
+                try ChildProcess.run(vault, arguments, environment: bus.environment, stdin: Data("gho_oneShot1".utf8))
+            }
+            #expect(run.status == 0, "\(arguments[0]): \(run.stderr)")
+            let added = try await rules.rules()
+            #expect(!added.isEmpty, "libsecret's own proxies add rules; the monitor saw none")
+            #expect(!added.contains(where: itemSignals), "\(arguments[0]) subscribed: \(added)")
+        }
+
+        let check = try await SecretServiceCheck.start(environment: bus.environment)
+        #expect(try await check.send("open 10000 0").ok)
+        #expect(try await check.send("save github hubot first").ok)
+        #expect(try await !rules.rules().contains(where: itemSignals))
+        #expect(try await check.send("save github hubot second").ok)
+        #expect(try await rules.rules().filter(itemSignals).count == 1)
+        await bus.stop()
+    }
 }
 
 /// `dbus-monitor --profile` on a private bus: the members of the method calls sent to the Secret
@@ -154,6 +181,52 @@ private final class CallMonitor: @unchecked Sendable {
                 guard fields.count >= 8, fields[0] == "mc" else { continue }
                 if fields[5] == path { return members }
                 if fields[4] == provider || fields[4] == "org.freedesktop.secrets" { members.append(fields[7]) }
+            }
+            throw SetupFailure("dbus-monitor ended before marker \(path)")
+        }
+    }
+}
+
+/// `dbus-monitor` on a private bus, watching the `AddMatch` calls that every client sends to the
+/// bus daemon: the match rules added between two markers (as ``CallMonitor``'s).
+private final class MatchRuleMonitor: @unchecked Sendable {
+    private let bus: PrivateBus
+    private let process: ChildProcess
+    private var marker = 0
+
+    private init(_ bus: PrivateBus) throws {
+        self.bus = bus
+        process = try ChildProcess(
+            "/usr/bin/stdbuf",
+            ["-oL", "/usr/bin/dbus-monitor", "--address", bus.address,
+             "type='method_call',member='AddMatch'", "type='method_call',member='Ping'"],
+            environment: ["PATH": "/usr/bin:/bin"], output: true)
+    }
+
+    deinit { process.stop() }
+
+    static func start(_ bus: PrivateBus) async throws -> MatchRuleMonitor {
+        let monitor = try await offPool { try MatchRuleMonitor(bus) }
+        try await offPool {
+            while let line = monitor.process.readLine() {
+                if line.hasPrefix("signal"), line.hasSuffix("member=NameLost") { return }
+            }
+            throw SetupFailure("dbus-monitor ended before it became a monitor")
+        }
+        return monitor
+    }
+
+    /// The match rules added since the last marker.
+    func rules() async throws -> [String] {
+        marker += 1
+        let path = "/tv/marker/\(marker)"
+        try await bus.send([path, "org.freedesktop.DBus.Peer.Ping"], destination: "org.freedesktop.DBus")
+        return try await offPool {
+            var rules: [String] = []
+            while let line = self.process.readLine() {
+                if line.hasPrefix("method call"), line.contains(" path=\(path);") { return rules }
+                let argument = line.trimmingCharacters(in: .whitespaces)
+                if argument.hasPrefix("string \"") { rules.append(String(argument.dropFirst(8).dropLast())) }
             }
             throw SetupFailure("dbus-monitor ended before marker \(path)")
         }
