@@ -115,16 +115,21 @@ class SecretStoragePeer:
             raise SystemExit("secretstorage: the default collection is locked")
         self.service = args.service
 
+    content_type = "application/json"
+
     def attributes(self, index):
         return {"service": self.service, "account": account(index)}
 
+    def label(self, index):
+        return "%s/%s" % (self.service, account(index))
+
     def set(self, index):
         self.collection.create_item(
-            "%s/%s" % (self.service, account(index)),
+            self.label(index),
             self.attributes(index),
             payload(index).encode(),
             replace=True,
-            content_type="application/json",
+            content_type=self.content_type,
         )
 
     def get(self, index):
@@ -171,17 +176,13 @@ class SecretStorageTokenVaultShapePeer(SecretStoragePeer):
 
     name = "secretstorage-tv-shape"
 
+    content_type = "text/plain"
+
     def attributes(self, index):
         return {"service": self.service, "account": account(index), "xdg:schema": "dev.tokenvault.Credential"}
 
-    def set(self, index):
-        self.collection.create_item(
-            "%s token for %s" % (self.service, account(index)),
-            self.attributes(index),
-            payload(index).encode(),
-            replace=True,
-            content_type="text/plain",
-        )
+    def label(self, index):
+        return "%s token for %s" % (self.service, account(index))
 
 
 PEERS = {"keyring": KeyringPeer, "secretstorage": SecretStoragePeer,
