@@ -157,22 +157,14 @@ private final class CallMonitor: @unchecked Sendable {
         }
         let owner = String(reply[start.upperBound...].prefix { $0 != "\"" })
         let monitor = try await offPool { try CallMonitor(bus, provider: owner) }
-        // A connection that becomes a monitor loses its unique name: it sees its own NameLost,
-        // and from then on every message.
-        try await offPool {
-            while let line = monitor.process.readLine() {
-                if line.hasPrefix("sig"), line.hasSuffix("\tNameLost") { return }
-            }
-            throw SetupFailure("dbus-monitor ended before it became a monitor")
-        }
+        try await awaitMonitoring(monitor.process) { $0.hasPrefix("sig") && $0.hasSuffix("\tNameLost") }
         return monitor
     }
 
     /// The members called on the provider since the last marker.
     func calls() async throws -> [String] {
         marker += 1
-        let path = "/tv/marker/\(marker)"
-        try await bus.send([path, "org.freedesktop.DBus.Peer.Ping"], destination: "org.freedesktop.DBus")
+        let path = try await sendMarker(marker, on: bus)
         let provider = self.provider
         return try await offPool {
             var members: [String] = []
@@ -207,20 +199,14 @@ private final class MatchRuleMonitor: @unchecked Sendable {
 
     static func start(_ bus: PrivateBus) async throws -> MatchRuleMonitor {
         let monitor = try await offPool { try MatchRuleMonitor(bus) }
-        try await offPool {
-            while let line = monitor.process.readLine() {
-                if line.hasPrefix("signal"), line.hasSuffix("member=NameLost") { return }
-            }
-            throw SetupFailure("dbus-monitor ended before it became a monitor")
-        }
+        try await awaitMonitoring(monitor.process) { $0.hasPrefix("signal") && $0.hasSuffix("member=NameLost") }
         return monitor
     }
 
     /// The match rules added since the last marker.
     func rules() async throws -> [String] {
         marker += 1
-        let path = "/tv/marker/\(marker)"
-        try await bus.send([path, "org.freedesktop.DBus.Peer.Ping"], destination: "org.freedesktop.DBus")
+        let path = try await sendMarker(marker, on: bus)
         return try await offPool {
             var rules: [String] = []
             while let line = self.process.readLine() {
@@ -231,4 +217,24 @@ private final class MatchRuleMonitor: @unchecked Sendable {
             throw SetupFailure("dbus-monitor ended before marker \(path)")
         }
     }
+}
+
+/// Waits until `dbus-monitor` (`process`) has become a monitor: a connection that does loses its
+/// unique name, sees its own NameLost (the line `isNameLost` recognises in its output format),
+/// and from then on every message.
+private func awaitMonitoring(_ process: ChildProcess, isNameLost: @escaping @Sendable (String) -> Bool) async throws {
+    try await offPool {
+        while let line = process.readLine() {
+            if isNameLost(line) { return }
+        }
+        throw SetupFailure("dbus-monitor ended before it became a monitor")
+    }
+}
+
+/// Sends marker `number`, a `Peer.Ping` to the bus at a path of its own, which the bus orders after
+/// every call sent before it; returns that path, for the monitor to read up to.
+private func sendMarker(_ number: Int, on bus: PrivateBus) async throws -> String {
+    let path = "/tv/marker/\(number)"
+    try await bus.send([path, "org.freedesktop.DBus.Peer.Ping"], destination: "org.freedesktop.DBus")
+    return path
 }
