@@ -83,17 +83,11 @@ import Testing
         let service = "tv-cli-st-\(UUID().uuidString.prefix(8).lowercased())"
         let response = Data(#"{"access_token":"gho_lookup","token_type":"bearer","expires_in":3600}"#.utf8)
         #expect(try vault(sandbox, ["set", service, "octocat", "--backend", "secret-service"], stdin: response).status == 0)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/secret-tool")
-        process.arguments = ["lookup", "service", service, "account", "octocat"]
-        process.environment = try keyringEnvironment()
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "secret-tool lookup: \(printed)")
+        // SecretToolProcess repeats a lookup that kwalletd5's session fault answered with nothing
+        // (Backends.md; a clean-clone CI run failed here on it once, 2026-11-22); an item that is
+        // really missing or unreadable still fails all three attempts.
+        let (status, printed) = try SecretToolProcess.run(["lookup", "service", service, "account", "octocat"])
+        #expect(status == 0, "secret-tool lookup: \(printed)")
         #expect(printed.contains(#""access_token":"gho_lookup""#), "secret-tool lookup printed: \(printed)")
         #expect(try vault(sandbox, ["delete", service, "octocat", "--backend", "secret-service"]).status == 0)
     }
@@ -107,29 +101,10 @@ import Testing
         let response = Data(#"{"access_token":"gho_readable","token_type":"bearer","expires_in":3600}"#.utf8)
         #expect(try vault(sandbox, ["set", service, "octocat", "--backend", "secret-service"], stdin: response).status == 0)
         let future = #"{"v":2,"access_token":"gho_future","token_type":"bearer","issued_at":1900000000}"#
-        // kwalletd5 5.103 now and then drops secret-tool's new session right after another client
-        // closed its own ("Can't find session …"; Backends.md), and refuses one libsecret key in 256
-        // ("Client public key size is invalid"): that attempt is repeated, twice at most.
-        var status: Int32 = -1
-        var errors = ""
-        for _ in 0..<3 {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/secret-tool")
-            process.arguments = ["store", "--label=from the future", "xdg:schema", "dev.tokenvault.Credential",
-                                 "service", service, "account", "future"]
-            process.environment = try keyringEnvironment()
-            let input = Pipe()
-            let errorPipe = Pipe()
-            process.standardInput = input
-            process.standardError = errorPipe
-            try process.run()
-            input.fileHandleForWriting.write(Data(future.utf8))
-            try input.fileHandleForWriting.close()
-            errors = String(decoding: errorPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            status = process.terminationStatus
-            if status == 0 || !(errors.contains("Can't find session") || errors.contains("Client public key size is invalid")) { break }
-        }
+        // SecretToolProcess repeats a store that kwalletd5 dropped or refused (Backends.md).
+        let (status, errors) = try SecretToolProcess.run(
+            ["store", "--label=from the future", "xdg:schema", "dev.tokenvault.Credential", "service", service, "account", "future"],
+            input: Data(future.utf8))
         try #require(status == 0, "secret-tool store failed: \(errors)")
 
         let list = try vault(sandbox, ["list", service, "--backend", "secret-service"])

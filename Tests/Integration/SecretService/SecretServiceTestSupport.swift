@@ -333,6 +333,8 @@ enum SecretToolProcess {
         for _ in 0..<2 where result.status != 0
             && (result.output.contains("Can't find session") || result.output.contains("Client public key size is invalid")
                 || (SharedKeyring.provider == "kwallet" && arguments.first == "lookup" && result.output.isEmpty)) {
+            // Said on the test's output, so that a run shows how often the provider needed it.
+            FileHandle.standardError.write(Data("secret-tool \(arguments.first ?? "") on \(SharedKeyring.provider) is run again after: \(result.output.isEmpty ? "no output, exit \(result.status)" : result.output)\n".utf8))
             result = try runOnce(arguments, input: input)
         }
         return result
