@@ -20,8 +20,10 @@ extension VaultCommand {
                   git config --global credential.https://github.com.helper '!vault git-credential --service github'
 
                 The entry's service is the request's host (with :port when there is one) and its \
-                account is git's username, or 'default' when git sends none; --service and \
-                --account pin them, so that the second line uses the entry `vault login github` made.
+                account is git's username. When git sends none, the service's 'default' entry is \
+                used, else its only entry (so a URL without a user name works again after git \
+                has prompted once and stored what was typed). --service and --account pin them, so \
+                that the second line uses the entry `vault login github` made.
 
                 get answers username, password (the access token) and password_expiry_utc, \
                 refreshing the token first through its stored refresh description when it expires \
@@ -91,11 +93,19 @@ extension VaultCommand {
                 }
                 if let response {
                     try Output.write(Data(try response.formatted().utf8), to: .standardOutput)
+                } else if case let accounts = try await helper.accounts(for: request, in: vault), accounts.count > 1,
+                    let key = try helper.key(for: request)
+                {
+                    // Account names are no secret; git shows this to the person running it.
+                    try Output.note(
+                        "vault git-credential: \(key.service) has entries for \(accounts.count) accounts (\(accounts.joined(separator: ", "))) and git sent no username: put one in the URL (https://NAME@host/...) or pin it with --account.")
                 }
             case "store":
                 guard try helper.key(for: request) != nil, request.password != nil else { return }
                 guard let vault = try await openVault(creating: true) else { return }
-                if try await helper.store(request, in: vault) == .keptManagedEntry, let key = try helper.key(for: request) {
+                if try await helper.store(request, in: vault) == .keptManagedEntry,
+                    let key = try await helper.entryKey(for: request, in: vault)
+                {
                     try Output.note(
                         "vault git-credential: kept the token of \(key), which the vault refreshes itself; git's different password was not stored (vault delete \(key.service) \(key.account) to replace it).")
                 }

@@ -4,7 +4,8 @@ public import Foundation
 /// `store` and `erase` do with it. `vault git-credential` is a thin shell around this type.
 ///
 /// **Mapping.** By default the entry's service is the request's `host` (with `:port` when there is
-/// one, lowercased) and its account is git's `username`, or `default` when git sends none.
+/// one, lowercased) and its account is git's `username`, or `default` when git sends none; a
+/// request without a username falls back to the service's only entry (``entryKey(for:in:)``).
 /// ``service`` and ``account`` pin either, so that
 /// `credential.https://github.com.helper '!vault git-credential --service github'` uses the entry
 /// that `vault login github` made.
@@ -68,8 +69,39 @@ public struct GitCredentialHelper: Sendable {
         } else {
             return nil
         }
-        let account = self.account ?? request.username.flatMap { $0.isEmpty ? nil : $0 } ?? CredentialKey.defaultAccount
+        let account = self.account ?? gitUsername(request) ?? CredentialKey.defaultAccount
         return try CredentialKey(service: service, account: account)
+    }
+
+    /// The user name git sends, as an account: `nil` when it sends none, an empty one, or the
+    /// ``username`` this helper answers in its place (git sends that back with `store` and `erase`,
+    /// and it names no account of its own).
+    func gitUsername(_ request: GitCredentialRequest) -> String? {
+        guard let name = request.username, !name.isEmpty, name != username else { return nil }
+        return name
+    }
+
+    /// The entry that `get`, `store` and `erase` use for `request`: ``key(for:)``, except when git
+    /// sends no username (or the ``username`` this helper answers) and no account is pinned. Then,
+    /// as git's own storage helpers match a request that leaves a field out against any value of
+    /// it, the service's `default` entry is used if there is one, else the service's only entry.
+    /// `nil` when there is none, or several and no `default` (``accounts(for:in:)`` names them).
+    ///
+    /// This is what makes a URL without a user name work the second time: git prompts, then
+    /// stores the credential under the user name the person typed, and sends no user name again.
+    public func entryKey(for request: GitCredentialRequest, in vault: Vault) async throws -> CredentialKey? {
+        guard let key = try key(for: request) else { return nil }
+        guard account == nil, gitUsername(request) == nil else { return key }
+        let keys = try await vault.keys(service: key.service)
+        if keys.contains(key) { return key }
+        return keys.count == 1 ? keys[0] : nil
+    }
+
+    /// The accounts of the service `request` names, when git sent no username and no account is
+    /// pinned; empty otherwise. For saying why ``entryKey(for:in:)`` found none.
+    public func accounts(for request: GitCredentialRequest, in vault: Vault) async throws -> [String] {
+        guard let key = try key(for: request), account == nil, gitUsername(request) == nil else { return [] }
+        return try await vault.keys(service: key.service).map(\.account).sorted()
     }
 
     /// Whether a token may be answered for `request`: not over plain `http` to a host that is not
@@ -95,7 +127,7 @@ public struct GitCredentialHelper: Sendable {
     /// - Throws: what ``Vault/freshToken(for:leeway:timeout:client:)`` throws, but `notFound`:
     ///   `expired` (stale and no refresh description), `reauthenticationRequired`, `networkFailure`, …
     public func get(_ request: GitCredentialRequest, from vault: Vault) async throws -> GitCredentialResponse? {
-        guard let key = try key(for: request), mayAnswer(request) else { return nil }
+        guard mayAnswer(request), let key = try await entryKey(for: request, in: vault) else { return nil }
         let token: OAuthToken
         do {
             token = try await vault.freshToken(for: key, leeway: leeway, timeout: lockTimeout, client: client)
@@ -117,7 +149,7 @@ public struct GitCredentialHelper: Sendable {
     /// drops a password whose expiry has passed without trying it. The token is no secret worth
     /// keeping by then: it is expired or revoked; and it goes only where ``mayAnswer(_:)`` allows.
     public func lastKnown(_ request: GitCredentialRequest, from vault: Vault) async throws -> GitCredentialResponse? {
-        guard let key = try key(for: request), mayAnswer(request),
+        guard mayAnswer(request), let key = try await entryKey(for: request, in: vault),
             let entry = try await vault.storedEntry(for: key), !entry.token.accessToken.isEmpty
         else { return nil }
         let name = request.username.flatMap { $0.isEmpty ? nil : $0 } ?? username ?? key.account
@@ -144,7 +176,8 @@ public struct GitCredentialHelper: Sendable {
     ///   overwritten); the store's errors.
     @discardableResult
     public func store(_ request: GitCredentialRequest, in vault: Vault) async throws -> StoreOutcome {
-        guard let key = try key(for: request), let password = request.password, !password.isEmpty else { return .ignored }
+        guard let password = request.password, !password.isEmpty, let named = try key(for: request) else { return .ignored }
+        let key = try await entryKey(for: request, in: vault) ?? named
         return try await vault.withEntryLock(key, timeout: lockTimeout) {
             guard var entry = try await vault.storedEntry(for: key) else {
                 try await vault.saveToken(Self.token(from: request, password: password), for: key)
@@ -175,7 +208,7 @@ public struct GitCredentialHelper: Sendable {
     /// - Throws: `invalidInput` when the entry holds an opaque secret (it is kept); the store's errors.
     @discardableResult
     public func erase(_ request: GitCredentialRequest, from vault: Vault) async throws -> Bool {
-        guard let key = try key(for: request), let password = request.password else { return false }
+        guard let password = request.password, let key = try await entryKey(for: request, in: vault) else { return false }
         return try await vault.withEntryLock(key, timeout: lockTimeout) {
             guard let entry = try await vault.storedEntry(for: key), Self.same(entry.token.accessToken, password),
                 try entry.refreshTokenRejected() == nil

@@ -306,6 +306,50 @@ import Glibc
         }
     }
 
+    /// The everyday first use: a URL without a user name and nothing in the vault. git asks (here
+    /// GIT_ASKPASS answers, as a person would at the prompt), the clone works, git stores the
+    /// credential under the user name typed; the next clone of the same URL asks no one, though
+    /// git again sends no user name.
+    @Test func aURLWithoutAUserNameNeedsThePromptOnlyOnce() async throws {
+        let user = uniqueName("git-prompted")
+        try await withWorld(helperArguments: []) { world, vault, oauth in
+            let login = try await oauth.login(user: user)
+            let tokenFile = world.scratch.path("typed-password")
+            try #require(FileManager.default.createFile(
+                atPath: tokenFile, contents: Data(login.accessToken.utf8), attributes: [.posixPermissions: 0o600]))
+            let askpass = world.scratch.path("askpass")
+            let script = "#!/bin/sh\ncase \"$1\" in Username*) echo alice ;; *) cat '\(tokenFile)' ;; esac\n"
+            try #require(FileManager.default.createFile(atPath: askpass, contents: Data(script.utf8), attributes: [.posixPermissions: 0o700]))
+            var prompting = world.environment
+            prompting["GIT_ASKPASS"] = askpass
+
+            let first = try await GitCredentialServerTests.run(
+                "/usr/bin/git", ["clone", "--quiet", "\(world.server.url)/repo.git", world.scratch.path("clone-1")],
+                environment: prompting, scratch: world.scratch)
+            #expect(first.status == 0, "\(first)")
+            let key = try CredentialKey(service: "127.0.0.1:\(world.server.port)", account: "alice")
+            #expect(try await vault.token(for: key)?.accessToken == login.accessToken, "git did not store what was typed")
+
+            // No askpass now, and prompts disabled: only the helper can answer.
+            let second = try await world.git(["clone", "--quiet", "\(world.server.url)/repo.git", world.scratch.path("clone-2")])
+            #expect(second.status == 0, "\(second)")
+            #expect(try await vault.keys() == [key], "the second clone stored a second entry")
+
+            // A second account on the host: git without a user name gets no answer and a note
+            // naming both; with the user name in the URL, the right one.
+            try await vault.saveToken(OAuthToken(accessToken: "not-a-live-token"), for: CredentialKey(service: key.service, account: "bob"))
+            let ambiguous = try await world.git(["clone", "--quiet", "\(world.server.url)/repo.git", world.scratch.path("clone-3")])
+            #expect(ambiguous.status != 0 && ambiguous.stderr.contains("terminal prompts disabled"), "\(ambiguous)")
+            #expect(ambiguous.stderr.contains("2 accounts (alice, bob)") && ambiguous.stderr.contains("--account"), "\(ambiguous)")
+            let named = world.server.url.replacingOccurrences(of: "http://", with: "http://alice@")
+            let third = try await world.git(["clone", "--quiet", "\(named)/repo.git", world.scratch.path("clone-4")])
+            #expect(third.status == 0, "\(third)")
+            for outcome in [first, second, ambiguous, third] {
+                expectNoSecret(outcome, [login.accessToken, login.refreshToken], "git")
+            }
+        }
+    }
+
     @Test func gitCredentialFillApproveRejectThroughTheHelper() async throws {
         try await withWorld(helperArguments: []) { world, vault, _ in
             let secret = "tv-git-\(UUID().uuidString)"

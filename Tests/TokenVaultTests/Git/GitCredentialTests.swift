@@ -154,6 +154,58 @@ import Testing
         #expect(try await GitCredentialHelper(service: "github", username: "oauth2").get(request, from: vault)?.username == "oauth2")
     }
 
+    /// git sends no username for a URL without one, also after it prompted for one and stored the
+    /// credential under what was typed: the host's only entry answers, as git's own storage helpers
+    /// match a missing field against any value.
+    @Test func withoutAUsernameTheHostsDefaultOrOnlyEntryIsUsed() async throws {
+        let vault = Vault(store: MemoryStore())
+        let helper = GitCredentialHelper()
+        let bare = try parse("protocol=https\nhost=git.example.com\n")
+        let alice = try CredentialKey(service: "git.example.com", account: "alice")
+        #expect(try await helper.get(bare, from: vault) == nil)
+        try await vault.saveToken(OAuthToken(accessToken: "alice-token"), for: alice)
+        #expect(try await helper.entryKey(for: bare, in: vault) == alice)
+        #expect(try await helper.get(bare, from: vault) == GitCredentialResponse(username: "alice", password: "alice-token"))
+        // A user name git does send must match; a pinned account is never replaced.
+        #expect(try await helper.get(try parse("protocol=https\nhost=git.example.com\nusername=bob\n"), from: vault) == nil)
+        #expect(try await GitCredentialHelper(account: "bob").get(bare, from: vault) == nil)
+        // Another host's entries do not count.
+        try await vault.saveToken(OAuthToken(accessToken: "other"), for: CredentialKey(service: "git.example.org", account: "carol"))
+        #expect(try await helper.entryKey(for: bare, in: vault) == alice)
+
+        // Two accounts and no default: no answer, and both are named for the note.
+        try await vault.saveToken(OAuthToken(accessToken: "bob-token"), for: CredentialKey(service: "git.example.com", account: "bob"))
+        #expect(try await helper.get(bare, from: vault) == nil)
+        #expect(try await helper.accounts(for: bare, in: vault) == ["alice", "bob"])
+        #expect(try await helper.erase(try parse("protocol=https\nhost=git.example.com\npassword=alice-token\n"), from: vault) == false)
+        #expect(try await vault.token(for: alice)?.accessToken == "alice-token")
+        // With a default entry, that one.
+        try await vault.saveToken(OAuthToken(accessToken: "default-token"), for: CredentialKey(service: "git.example.com"))
+        #expect(try await helper.get(bare, from: vault)?.password == "default-token")
+
+        // erase without a username removes the only entry when the password is its own.
+        let single = Vault(store: MemoryStore())
+        try await single.saveToken(OAuthToken(accessToken: "alice-token"), for: alice)
+        #expect(try await helper.erase(try parse("protocol=https\nhost=git.example.com\npassword=stale\n"), from: single) == false)
+        #expect(try await helper.erase(try parse("protocol=https\nhost=git.example.com\npassword=alice-token\n"), from: single))
+        #expect(try await single.keys().isEmpty)
+    }
+
+    /// git sends back, with `store`, the user name the helper answered in place of none: that names
+    /// the same entry, not a new one beside it.
+    @Test func theConfiguredUsernameComingBackNamesTheSameEntry() async throws {
+        let vault = Vault(store: MemoryStore())
+        let key = try CredentialKey(service: "github")
+        try await vault.saveToken(OAuthToken(accessToken: "t"), for: key)
+        let helper = GitCredentialHelper(service: "github", username: "oauth2")
+        let answer = try #require(try await helper.get(try parse("protocol=https\nhost=github.com\n"), from: vault))
+        #expect(answer.username == "oauth2")
+        let approve = try parse("protocol=https\nhost=github.com\nusername=oauth2\npassword=t\npassword_expiry_utc=1900000000\n")
+        #expect(try await helper.store(approve, in: vault) == .updated)
+        #expect(try await vault.keys() == [key])
+        #expect(try await vault.token(for: key)?.expiresAt == Date(timeIntervalSince1970: 1_900_000_000))
+    }
+
     @Test func getOfAnExpiredTokenWithoutADescriptionThrowsExpired() async throws {
         let vault = Vault(store: MemoryStore())
         let key = try CredentialKey(service: "git.example.com", account: "alice")
