@@ -261,6 +261,46 @@ struct TokenDetector {
         }
     }
 
+    /// The names an archive's `$objects` hold, never its values: the keys of every archived
+    /// dictionary (`NS.keys`, followed to their strings), and the keys an archived object encoded
+    /// itself with (`encode(_:forKey:)`: the keys of its own dictionary, but `$class`).
+    /// `unresolved` is true when a reference in `NS.keys` could not be followed.
+    static func archivedNames(_ objects: [Any]) -> (names: Set<String>, unresolved: Bool) {
+        var names = Set<String>()
+        var unresolved = false
+        for case let object as [String: Any] in objects {
+            if let keys = object["NS.keys"] as? [Any] {
+                let indices = archiveIndices(keys)
+                for index in indices where objects.indices.contains(index) {
+                    if let name = objects[index] as? String { names.insert(name) }
+                }
+                if indices.count != keys.count { unresolved = true }
+            } else {
+                names.formUnion(object.keys.filter { !$0.hasPrefix("$") })
+            }
+        }
+        return (names, unresolved)
+    }
+
+    /// The indices in `$objects` that an archive's references (plist UIDs) point at, in order.
+    /// Foundation has no accessor for them on every platform, but writes each in XML as
+    /// `<dict><key>CF$UID</key><integer>N</integer></dict>`.
+    static func archiveIndices(_ references: [Any]) -> [Int] {
+        guard let xml = try? PropertyListSerialization.data(fromPropertyList: references, format: .xml, options: 0) else { return [] }
+        let text = String(decoding: xml, as: UTF8.self)
+        var indices: [Int] = []
+        var rest = text.startIndex..<text.endIndex
+        while let marker = text.range(of: "<key>CF$UID</key>", range: rest),
+            let open = text.range(of: "<integer>", range: marker.upperBound..<text.endIndex),
+            let close = text.range(of: "</integer>", range: open.upperBound..<text.endIndex),
+            let index = Int(text[open.upperBound..<close.lowerBound])
+        {
+            indices.append(index)
+            rest = close.upperBound..<text.endIndex
+        }
+        return indices
+    }
+
     /// Throws `invalidInput` if `data` is an `NSKeyedArchiver` archive that holds token-like
     /// names. An archive cannot be rewritten without the app's classes, so its tokens cannot be
     /// scrubbed: saying nothing would leave plaintext tokens behind a report of "no tokens".
@@ -271,9 +311,18 @@ struct TokenDetector {
             let archive = object as? [String: Any], archive["$archiver"] != nil,
             let objects = archive["$objects"] as? [Any]
         else { return }
-        let names = Set(objects.compactMap { $0 as? String }.filter { Self.role(forName: $0) != nil && $0.count <= 64 })
-        guard !names.isEmpty else { return }
-        let listed = names.sorted().prefix(5).map { "'\($0)'" }.joined(separator: ", ")
+        let (names, unresolved) = Self.archivedNames(objects)
+        let tokenNames = names.filter { Self.role(forName: $0) != nil && $0.count <= 64 }
+        let listed: String
+        if !tokenNames.isEmpty {
+            listed = tokenNames.sorted().prefix(5).map { "'\($0)'" }.joined(separator: ", ")
+        } else if unresolved, objects.contains(where: { ($0 as? String).map { Self.role(forName: $0) != nil } ?? false }) {
+            // A key of a dictionary whose references could not be followed: its names cannot be
+            // told from its values, so none is shown.
+            listed = "not shown: the archive's names could not be told from its values"
+        } else {
+            return
+        }
         throw VaultError(
             .invalidInput,
             "The key '\(path.display)' holds an NSKeyedArchiver archive with token-like keys (\(listed)). TokenVault does not rewrite archives, so those tokens cannot be migrated or scrubbed: they are still in the plist as plain text. Nothing was changed. Move them in the app (decode the archive, save the token with Vault.saveToken, archive it again without it), and migrate the plist's other keys with --key."

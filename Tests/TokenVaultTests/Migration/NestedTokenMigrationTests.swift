@@ -102,6 +102,35 @@ import TokenVault
         #expect(try await vault.keys().isEmpty)
     }
 
+    /// An app's own model class, archived with NSCoding (`encode(_:forKey:)`), keeps its names as
+    /// the keys of its object's dictionary in the archive, not as strings of their own: it is
+    /// refused too (it passed as "no tokens found" before). Values are never shown, not even a
+    /// token whose text looks like a token's name.
+    @Test func tokensInAnArchivedModelClassAreReportedAndNoValueIsShown() async throws {
+        let access = "gho_archived_access_token"
+        let refresh = "ARCHIVED_refresh_98765"
+        let model = try NSKeyedArchiver.archivedData(
+            withRootObject: ArchivedSession(accessToken: access, refreshToken: refresh), requiringSecureCoding: false)
+        let dictionary = try NSKeyedArchiver.archivedData(
+            withRootObject: NSDictionary(dictionary: ["auth": ["access_token": refresh], "note": "refresh_token_soon"]),
+            requiringSecureCoding: false)
+        for (archive, names) in [(model, ["'accessToken'", "'refreshToken'"]), (dictionary, ["'access_token'"])] {
+            let (directory, url) = try write(["session": archive, "theme": "dark"], format: .binary)
+            _ = directory
+            let before = try Data(contentsOf: url)
+            let error = await #expect(throws: VaultError.self) {
+                try await Vault(store: MemoryStore()).migrateDefaults(plistAt: url, options: MigrationOptions(removeSource: true, dryRun: true))
+            }
+            for name in names {
+                #expect(error?.message.contains(name) == true, "\(String(describing: error))")
+            }
+            for value in [access, refresh, "refresh_token_soon"] {
+                #expect(error.map { !$0.message.contains(value) } == true, "a value was shown: \(String(describing: error))")
+            }
+            #expect(try Data(contentsOf: url) == before)
+        }
+    }
+
     /// A `token` inside a dictionary about push notifications or CSRF is not an OAuth token, as
     /// `deviceToken` and `csrfToken` are not at the top level.
     @Test func tokensUnderPushOrCSRFAreNotOAuthTokens() async throws {
@@ -134,5 +163,23 @@ import TokenVault
         let after = try readPlist(url).dictionary
         #expect(after["didMigrate"] as? Bool == true)
         #expect((after["accounts"] as? [[String: Any]])?.first?["name"] as? String == "octocat")
+    }
+}
+
+/// An app's token model as apps archive it into UserDefaults with NSCoding.
+final class ArchivedSession: NSObject, NSCoding {
+    let accessToken: String
+    let refreshToken: String
+    init(accessToken: String, refreshToken: String) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+    }
+    required init?(coder: NSCoder) {
+        accessToken = coder.decodeObject(forKey: "accessToken") as? String ?? ""
+        refreshToken = coder.decodeObject(forKey: "refreshToken") as? String ?? ""
+    }
+    func encode(with coder: NSCoder) {
+        coder.encode(accessToken, forKey: "accessToken")
+        coder.encode(refreshToken, forKey: "refreshToken")
     }
 }
