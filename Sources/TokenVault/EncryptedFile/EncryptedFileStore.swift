@@ -68,10 +68,27 @@ public final class EncryptedFileStore: CredentialStore, Sendable {
     private static func run<Value: Sendable>(
         on queue: DispatchQueue, _ body: @escaping @Sendable () throws -> Value
     ) async throws -> Value {
-        try await withCheckedThrowingContinuation { continuation in
+        // The body is dropped before the caller resumes: it holds the VaultFile, and a block that
+        // still held it after resuming would close the file and its lock whenever this thread got
+        // to it, not when the caller dropped the store (a remount read-only right after failed with
+        // EBUSY under load, the file still open for writing).
+        let job = Job(body)
+        return try await withCheckedThrowingContinuation { continuation in
             queue.async {
-                continuation.resume(with: Result { try body() })
+                continuation.resume(with: job.run())
             }
+        }
+    }
+
+    /// A body that lets go of what it captured as soon as it has run.
+    private final class Job<Value: Sendable>: @unchecked Sendable {
+        private var body: (@Sendable () throws -> Value)?
+        init(_ body: @escaping @Sendable () throws -> Value) { self.body = body }
+        /// Runs the body once, on the store's queue, and drops it.
+        func run() -> Result<Value, any Error> {
+            let result = Result { try body!() }
+            body = nil
+            return result
         }
     }
 

@@ -191,12 +191,32 @@ import Glibc
             try await store.save(Data("kept".utf8), for: S.key("a"))
         }
         try FileManager.default.removeItem(atPath: vault + ".lock")
+        // The store closes its file and lock when its last reference goes (EncryptedFileStore
+        // lets go of each job's captures before its caller resumes); the Swift runtime may still
+        // hold the store for a moment on another thread, so this waits, bounded, for this
+        // process's descriptors under the mount to be gone: the condition remount needs.
+        let open = Self.descriptorsOpen(under: mountPoint, within: .seconds(10))
+        #expect(open.isEmpty, "still open under the mount: \(open)")
         #expect(EncryptedFileProcessTests.run("/bin/mount", ["-o", "remount,ro", mountPoint]))
         let reader = try await S.open(vault, .keyFile(key))
         #expect(try await reader.load(S.key("a")) == Data("kept".utf8))
         #expect(try await reader.keys() == [S.key("a")])
         let error = await S.errorCode { try await reader.save(Data("x".utf8), for: S.key("b")) }
         #expect(error?.code == .permissionDenied)
+    }
+
+    /// This process's open descriptors whose file is under `directory`, once there are none or
+    /// `bound` has passed.
+    static func descriptorsOpen(under directory: String, within bound: Duration) -> [String] {
+        let clock = ContinuousClock()
+        let deadline = clock.now + bound
+        while true {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+            let open = names.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)") }
+                .filter { $0.hasPrefix(directory + "/") }
+            if open.isEmpty || clock.now >= deadline { return open }
+            usleep(2_000)  // polling the condition itself; the close happens on another thread
+        }
     }
 
     // MARK: 14. Smaller
