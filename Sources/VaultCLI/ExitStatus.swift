@@ -31,7 +31,8 @@ enum ExitStatus {
     static let helpTable = """
         EXIT CODES:
           0   ok
-          1   other error (bad input, permission denied, entry already exists)
+          1   other error (bad input, permission denied, entry already exists, a
+              bad TOKEN_VAULT_* setting)
           2   not found (no such entry, plist or vault file)
           3   the token has expired (vault get without --allow-expired)
           4   authentication failed (wrong key or passphrase)
@@ -41,7 +42,7 @@ enum ExitStatus {
               missing, time-out, token endpoint unreachable after retries)
           7   reauthentication required (the refresh token was rejected or is
               missing: run vault login again)
-          64  usage error
+          64  usage error (the command line)
           74  output could not be written (stdout or stderr full or closed); what
               the command did before, such as saving a token, stays done
         """

@@ -44,10 +44,17 @@ struct GlobalOptions: ParsableArguments {
         if let file, file.isEmpty { throw ValidationError("--file must not be empty.") }
     }
 
-    /// Checks the whole configuration, environment included: a usage error (exit 64) before the
-    /// command runs, for every subcommand that uses a vault.
+    /// Checks the whole configuration before the command runs, for every subcommand that uses a
+    /// vault: what the command line says is a usage error (exit 64). What the environment says
+    /// (TOKEN_VAULT_*, a credentials directory holding both a key and a passphrase) is not a
+    /// fault of the command line: ``configuration(environment:)`` throws it as a ``VaultError``
+    /// (`invalidInput`, exit 1, without the usage text), which the command's run reports.
     func validateConfiguration() throws {
-        _ = try configuration()
+        do {
+            _ = try configuration()
+        } catch is VaultError {
+            // Reported by run(), which reads the same configuration first.
+        }
     }
 
     /// The configuration from the environment, with these options taking precedence.
@@ -71,17 +78,21 @@ struct GlobalOptions: ParsableArguments {
             environment["TOKEN_VAULT_PASSPHRASE_FILE"] = nil
             environment["CREDENTIALS_DIRECTORY"] = nil
         }
-        var configuration: VaultConfiguration
-        do {
-            configuration = try VaultConfiguration.fromEnvironment(environment)
-        } catch let error as VaultError {
-            throw ValidationError(error.message)
+        if backend == nil, let value = environment["TOKEN_VAULT_BACKEND"], !value.isEmpty, value != "memory",
+            BackendArgument(rawValue: value) == nil
+        {
+            throw VaultError(
+                .invalidInput,
+                "TOKEN_VAULT_BACKEND must be one of \(BackendArgument.allCases.map(\.rawValue).joined(separator: ", ")), not '\(value)'.")
         }
+        if backend != nil { environment["TOKEN_VAULT_BACKEND"] = nil }
+        var configuration = try VaultConfiguration.fromEnvironment(environment)
         if let backend = backend?.backend { configuration.backend = backend }
         // Whatever its source: `vault` runs once and exits, so a memory vault would lose every
         // token it was given, and `vault migrate` would scrub the plist into it.
         if configuration.backend == .memory {
-            throw ValidationError(
+            throw VaultError(
+                .invalidInput,
                 "TOKEN_VAULT_BACKEND=memory is for tests of the library; the vault command keeps nothing in memory after it exits. Use auto, secret-service or file."
             )
         }

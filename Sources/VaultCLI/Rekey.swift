@@ -43,7 +43,7 @@ extension VaultCommand {
             if kdf != nil, newKeyFile != nil {
                 throw ValidationError("--kdf applies to a new passphrase, not to a key file.")
             }
-            if !global.usesPostgres(), try global.configuration().backend == .secretService {
+            if !global.usesPostgres(), (try? global.configuration())?.backend == .secretService {
                 throw ValidationError("rekey applies to the encrypted file backend; the Secret Service has no key of ours to change.")
             }
         }

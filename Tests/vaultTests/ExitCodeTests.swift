@@ -154,8 +154,9 @@ import Testing
     }
 
     /// The memory backend keeps nothing once the process exits: `vault migrate` would scrub the
-    /// plist into thin air. Refused whether it comes from --backend or from the environment.
-    @Test func usageForTheMemoryBackendFromTheEnvironment() throws {
+    /// plist into thin air. Refused whether it comes from --backend (a usage error, 64) or from
+    /// the environment (exit 1, without the usage text: the command line is not at fault).
+    @Test func theMemoryBackendIsRefusedFromTheEnvironmentAndTheCommandLine() throws {
         let sandbox = try CLISandbox()
         let tokens = FakeTokens()
         let url = try sandbox.writeTutorialDefaults("strings", domain: "com.example.memory", tokens: tokens)
@@ -163,22 +164,28 @@ import Testing
         let memory = ["TOKEN_VAULT_BACKEND": "memory"]
 
         let migrate = try sandbox.run("vault", ["migrate", "--domain", "com.example.memory"], environment: memory)
-        #expect(migrate.status == 64, "\(migrate)")
-        #expect(migrate.stderr.contains("TOKEN_VAULT_BACKEND"))
+        #expect(migrate.status == 1, "\(migrate)")
+        #expect(migrate.stderr.contains("TOKEN_VAULT_BACKEND") && !migrate.stderr.contains("Usage:"), "\(migrate)")
         #expect(try Data(contentsOf: url) == plist, "the plist must keep its tokens")
         #expect(try Data(contentsOf: url).contains(tokens.access))
 
         for arguments in [["set", "github"], ["list"], ["status"]] {
             let result = try sandbox.run("vault", arguments, stdin: Data("gho_fakeMemory1\n".utf8), environment: memory)
-            #expect(result.status == 64, "\(arguments): \(result)")
+            #expect(result.status == 1, "\(arguments): \(result)")
         }
         let option = try sandbox.run("vault", ["list", "--backend", "memory"])
         #expect(option.status == 64, "\(option)")
     }
 
-    @Test func usageForABadBackendInTheEnvironment() throws {
+    /// A bad TOKEN_VAULT_BACKEND names the values `vault` takes (postgres among them), exit 1;
+    /// --backend wins over it.
+    @Test func aBadBackendInTheEnvironmentIsNamedWithTheValuesVaultTakes() throws {
         let sandbox = try CLISandbox()
         let result = try sandbox.run("vault", ["list"], environment: ["TOKEN_VAULT_BACKEND": "plaintext"])
-        #expect(result.status == 64, "\(result)")
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr.contains("TOKEN_VAULT_BACKEND must be one of auto, secret-service, file, postgres, not 'plaintext'"), "\(result)")
+        #expect(!result.stderr.contains("memory") && !result.stderr.contains("Usage:"), "\(result)")
+        let chosen = try sandbox.run("vault", ["list"] + sandbox.fileVault, environment: ["TOKEN_VAULT_BACKEND": "plaintext"])
+        #expect(chosen.status == 0, "\(chosen)")
     }
 }

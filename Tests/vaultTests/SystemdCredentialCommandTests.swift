@@ -69,10 +69,14 @@ import Testing
         let set = try sandbox.run("vault", ["set", "svc"] + sandbox.fileVault, stdin: Data("\(tokens.access)\n".utf8))
         #expect(set.status == 0, "\(set)")
 
-        // Nothing explicit: refused, naming both files, with the usage exit code.
-        let ambiguous = try sandbox.run("vault", ["get", "svc", "--file", sandbox.vaultFile.path], environment: environment)
-        #expect(ambiguous.status == 64, "\(ambiguous)")
-        #expect(ambiguous.stderr.contains("holds both"), "\(ambiguous)")
+        // Nothing explicit: refused, naming both files, with exit 1 and no usage text (the
+        // command line is not at fault), by `get` and by `status` alike.
+        for arguments in [["get", "svc"], ["status"]] {
+            let ambiguous = try sandbox.run("vault", arguments + ["--file", sandbox.vaultFile.path], environment: environment)
+            #expect(ambiguous.status == 1, "\(ambiguous)")
+            #expect(ambiguous.stderr.contains("holds both"), "\(ambiguous)")
+            #expect(!ambiguous.stderr.contains("Usage:"), "\(ambiguous)")
+        }
 
         // --key-file, before or after the subcommand, and TOKEN_VAULT_KEY_FILE: the vault opens.
         for arguments in [
