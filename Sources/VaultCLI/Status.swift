@@ -22,6 +22,15 @@ extension VaultCommand {
             try global.validateConfiguration()
         }
 
+        /// What `status` says of a vault path where no vault is: one that `set` creates, or a
+        /// dangling symbolic link, through which no vault is ever created.
+        static func absentFileState(_ path: String) -> String {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: path) else {
+                return "does not exist yet; `vault set` or `vault migrate` creates it"
+            }
+            return "a symbolic link to \(target), which does not exist; a vault is never created through a link: remove the link, or create the vault at its real path"
+        }
+
         func run() async throws {
             if global.usesPostgres() {
                 try await postgresStatus()
@@ -101,7 +110,7 @@ extension VaultCommand {
                 if showsFile {
                     let state =
                         !plan.fileExists
-                        ? "does not exist yet; `vault set` or `vault migrate` creates it"
+                        ? Self.absentFileState(plan.filePath)
                         : plan.usesFile || backend == nil ? "exists" : "exists, not used: auto uses the Secret Service"
                     rows.append(["vault file:", "\(plan.filePath) (\(state))"])
                     if plan.usesFile || backend == nil { rows.append(["key:", keySource?.origin() ?? "none given"]) }

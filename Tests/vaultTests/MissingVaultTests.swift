@@ -44,6 +44,22 @@ import Testing
     }
 
     /// The default location under XDG_DATA_HOME, the backend chosen by `auto` (no D-Bus here).
+    /// A vault path that is a dangling symbolic link: `set` refuses to create through it, so
+    /// `status` says so instead of promising that `set` creates it.
+    @Test func statusOfADanglingLinkSaysNoVaultIsCreatedThroughIt() throws {
+        let sandbox = try CLISandbox()
+        let link = sandbox.root.appendingPathComponent("link.vault")
+        let target = sandbox.root.appendingPathComponent("elsewhere/tokens.vault")
+        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: target.path)
+        let status = try sandbox.vault("status", file: link)
+        #expect(status.status == 0, "\(status)")
+        #expect(status.stdout.contains("a symbolic link to \(target.path), which does not exist"), "\(status)")
+        #expect(!status.stdout.contains("creates it"), "\(status)")
+        let set = try sandbox.vault("set", "github", file: link, stdin: Data("gho_fakeLinked1\n".utf8))
+        #expect(set.status == 1 && set.stderr.contains("never created through a link"), "\(set)")
+        #expect(!FileManager.default.fileExists(atPath: target.path))
+    }
+
     @Test func readOnlyCommandsCreateNothingAtTheDefaultLocation() throws {
         let sandbox = try CLISandbox()
         let environment = ["TOKEN_VAULT_KEY_FILE": sandbox.keyFile.path]
