@@ -48,7 +48,7 @@ extension PostgresStore {
     @discardableResult
     public func rekey(to newSource: VaultConfiguration.KeySource, kdf: EncryptedFileStore.KDFParameters? = nil) async throws -> Int {
         let secret = try RowSealingSecret.load(newSource, allowInsecurePermissions: options.allowInsecurePermissions)
-        try secret.checkNewPassphrase()
+        try secret.checkNewPassphrase(rekeying: true)
         let newSealing = try PostgresSchema.newHeader(secret: secret, kdf: kdf ?? options.kdf, vault: vaultName)
         let old = current
         let count = try await bounded("rekey the vault") { connection in

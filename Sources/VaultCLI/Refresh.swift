@@ -62,13 +62,19 @@ struct RefreshOptions: ParsableArguments {
         help: ArgumentHelp("An extra parameter for every token request, such as resource=https://api.example.com (repeatable).", valueName: "name=value"))
     var parameters: [String] = []
 
+    /// Everything but the client secret file, checked while parsing, so that a usage error shows
+    /// the subcommand's own usage.
+    func validate() throws {
+        _ = try checked()
+    }
+
     /// Whether any refresh option was given.
     var isGiven: Bool {
         tokenURL != nil || clientID != nil || clientSecretFile != nil || clientAuth != nil || scope != nil || !parameters.isEmpty
     }
 
-    /// The description these options make, or nil when none is given.
-    func description() throws -> RefreshDescription? {
+    /// The options as a description needs them, or nil when none is given.
+    private func checked() throws -> (url: URL, clientID: String, parameters: [String: String], post: Bool)? {
         guard isGiven else { return nil }
         guard let tokenURL, let clientID else {
             throw ValidationError("Give --token-url and --client-id together: the vault needs both to refresh the token.")
@@ -84,23 +90,30 @@ struct RefreshOptions: ParsableArguments {
             }
             extra[String(parts[0])] = String(parts[1])
         }
-        let authentication: ClientAuthentication
-        if let clientSecretFile {
-            let secret = try Self.readSecret(clientSecretFile)
+        var post = false
+        if clientSecretFile != nil {
             switch clientAuth ?? "basic" {
-            case "basic", "client_secret_basic": authentication = .clientSecretBasic(secret)
-            case "post", "client_secret_post": authentication = .clientSecretPost(secret)
+            case "basic", "client_secret_basic": post = false
+            case "post", "client_secret_post": post = true
             default: throw ValidationError("--client-auth must be basic or post.")
             }
-        } else {
-            guard clientAuth == nil || clientAuth == "none" else {
-                throw ValidationError("--client-auth needs --client-secret-file.")
-            }
-            authentication = .none
+        } else if clientAuth != nil && clientAuth != "none" {
+            throw ValidationError("--client-auth needs --client-secret-file.")
+        }
+        return (url, clientID, extra, post)
+    }
+
+    /// The description these options make, or nil when none is given.
+    func description() throws -> RefreshDescription? {
+        guard let options = try checked() else { return nil }
+        var authentication = ClientAuthentication.none
+        if let clientSecretFile {
+            let secret = try Self.readSecret(clientSecretFile)
+            authentication = options.post ? .clientSecretPost(secret) : .clientSecretBasic(secret)
         }
         return try RefreshDescription(
-            tokenEndpoint: url, clientID: clientID, clientAuthentication: authentication, scope: scope,
-            additionalParameters: extra)
+            tokenEndpoint: options.url, clientID: options.clientID, clientAuthentication: authentication, scope: scope,
+            additionalParameters: options.parameters)
     }
 
     /// The secret in `path`: its first line. The file must be a regular file that group and

@@ -46,6 +46,13 @@ extension VaultCommand {
             if !global.usesPostgres(), (try? global.configuration())?.backend == .secretService {
                 throw ValidationError("rekey applies to the encrypted file backend; the Secret Service has no key of ours to change.")
             }
+            // Here, not in run(), so that the usage shown is rekey's own.
+            if newKeyFile == nil, newPassphraseFile == nil {
+                guard let terminal = Terminal.openControllingTerminal() else {
+                    throw ValidationError("Give --new-key-file or --new-passphrase-file, or run at a terminal to type a new passphrase.")
+                }
+                close(terminal)
+            }
         }
 
         func run() async throws {

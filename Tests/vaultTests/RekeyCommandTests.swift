@@ -84,5 +84,22 @@ import Testing
         let result = try sandbox.vault("rekey")
         #expect(result.status == 64, "\(result)")
         #expect(result.stderr.contains("--new-key-file"))
+        #expect(result.stderr.contains("Usage: vault rekey"), "the usage shown is rekey's own: \(result)")
+    }
+
+    /// A new passphrase that is too short is refused in a rekey's words: the vault is unchanged
+    /// and the old key still opens it.
+    @Test func aShortNewPassphraseChangesNothing() throws {
+        let sandbox = try CLISandbox()
+        #expect(try sandbox.vault("set", "github", stdin: Data("gho_fakeFakeFake\n".utf8)).status == 0)
+        let short = sandbox.root.appendingPathComponent("short-passphrase")
+        #expect(FileManager.default.createFile(atPath: short.path, contents: Data("seven77\n".utf8), attributes: [.posixPermissions: 0o600]))
+        let before = try Data(contentsOf: sandbox.vaultFile)
+        let result = try sandbox.vault("rekey", "--new-passphrase-file", short.path)
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr.contains("A new passphrase must be at least 8 characters") && result.stderr.contains("Nothing was changed"), "\(result)")
+        #expect(!result.stderr.contains("new vault"), "\(result)")
+        #expect(try Data(contentsOf: sandbox.vaultFile) == before)
+        #expect(try sandbox.vault("get", "github").stdout == "gho_fakeFakeFake\n")
     }
 }

@@ -94,13 +94,16 @@ enum KeyMaterial {
 
     /// Refuses a passphrase shorter than ``minimumPassphraseLength`` characters (Unicode scalars
     /// of its UTF-8, counted without decoding it out of secure memory). A key passes.
-    static func checkNewPassphrase(_ secret: Secret) throws {
+    /// `rekeying` says it in the words of a rekey, which changes nothing when it refuses.
+    static func checkNewPassphrase(_ secret: Secret, rekeying: Bool = false) throws {
         guard case .passphrase(let passphrase) = secret else { return }
         let characters = passphrase.withUnsafeBytes { bytes in bytes.reduce(0) { $0 + ($1 & 0xC0 == 0x80 ? 0 : 1) } }
         guard characters >= minimumPassphraseLength else {
             throw VaultError(
                 .invalidInput,
-                "A passphrase for a new vault must be at least \(minimumPassphraseLength) characters long; this one is shorter. Nothing was created."
+                rekeying
+                    ? "A new passphrase must be at least \(minimumPassphraseLength) characters long; this one is shorter. Nothing was changed."
+                    : "A passphrase for a new vault must be at least \(minimumPassphraseLength) characters long; this one is shorter. Nothing was created."
             )
         }
     }

@@ -29,8 +29,8 @@ package struct RowSealingSecret: Sendable {
     }
 
     /// Refuses a passphrase too short for a new vault (a key passes), as the file vault does.
-    package func checkNewPassphrase() throws {
-        try KeyMaterial.checkNewPassphrase(secret)
+    package func checkNewPassphrase(rekeying: Bool = false) throws {
+        try KeyMaterial.checkNewPassphrase(secret, rekeying: rekeying)
     }
 }
 

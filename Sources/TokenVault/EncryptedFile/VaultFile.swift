@@ -412,7 +412,7 @@ final class VaultFile: Sendable {
     func rekey(to source: VaultConfiguration.KeySource, kdf: EncryptedFileStore.KDFParameters) throws {
         try requireWritable()
         let secret = try KeyMaterial.load(source, allowInsecurePermissions: options.allowInsecurePermissions)
-        try KeyMaterial.checkNewPassphrase(secret)
+        try KeyMaterial.checkNewPassphrase(secret, rekeying: true)
         let newHeader = VaultHeader.new(kind: secret.kind, kdf: kdf, salt: Sodium.randomBytes(Sodium.saltBytes))
         let newKeys = try VaultKeys.derive(from: secret, header: newHeader, path: path)
         try lockFile.withLock(exclusive: true, logger: logger) {
