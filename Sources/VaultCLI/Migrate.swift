@@ -131,11 +131,14 @@ extension VaultCommand {
             if report.dryRun {
                 lines.append(
                     "Would write \(entry) and \(keepSource ? "leave the plist as it is" : "remove \(moved) key(s) from the plist").")
-            } else if report.sourceRewritten {
-                lines.append(
-                    "Wrote \(entry), read it back, and removed \(moved) key(s) from the plist; \(report.untouchedKeys.count) other key(s) unchanged.")
             } else {
-                lines.append("Wrote \(entry) and read it back; the plist was left as it is (--keep-source).")
+                // A token the vault already held exactly is not written again: say so.
+                let written = report.items.contains { [.migrated, .copied].contains($0.fate) }
+                let stored = written ? "Wrote \(entry) and read it back" : "The vault already held \(entry) (nothing written)"
+                lines.append(
+                    report.sourceRewritten
+                        ? "\(stored); removed \(moved) key(s) from the plist; \(report.untouchedKeys.count) other key(s) unchanged."
+                        : "\(stored); the plist was left as it is (--keep-source).")
             }
             return lines.joined(separator: "\n")
         }

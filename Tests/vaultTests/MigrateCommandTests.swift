@@ -123,6 +123,22 @@ import Testing
         #expect(try sandbox.vault("get", domain).stdout == "\(tokens.access)\n")
     }
 
+    /// After --keep-source, a second migration finds the same token already in the vault: it
+    /// writes nothing, scrubs the plist, and says so rather than "Wrote …".
+    @Test func aTokenTheVaultAlreadyHoldsIsNotSaidToBeWritten() throws {
+        let sandbox = try CLISandbox()
+        let tokens = FakeTokens()
+        let url = try sandbox.writeTutorialDefaults("strings", domain: domain, tokens: tokens)
+        #expect(try sandbox.vault("migrate", "--domain", domain, "--keep-source").stdout.contains("Wrote \(domain)"))
+        let vault = try Data(contentsOf: sandbox.vaultFile)
+        let result = try sandbox.vault("migrate", "--domain", domain)
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdout.contains("already-in-vault"), "\(result)")
+        #expect(result.stdout.contains("The vault already held \(domain)") && !result.stdout.contains("Wrote"), "\(result)")
+        #expect(try Data(contentsOf: sandbox.vaultFile) == vault, "the vault was written")
+        #expect(!(try Data(contentsOf: url)).contains(Data(tokens.access.utf8)), "the plist kept the token")
+    }
+
     @Test func anExistingEntryIsNotOverwrittenWithoutOverwrite() throws {
         let sandbox = try CLISandbox()
         let tokens = FakeTokens()

@@ -102,7 +102,7 @@ struct DefaultsMigration {
             } else if !options.overwrite {
                 throw VaultError(
                     .alreadyExists,
-                    "The vault already holds a different entry for \(entry); nothing was changed. Use overwrite (--overwrite) to replace it."
+                    "The vault already holds a different entry for \(entry); nothing was changed. To replace it, migrate with MigrationOptions.overwrite (vault migrate --overwrite)."
                 )
             }
         }
