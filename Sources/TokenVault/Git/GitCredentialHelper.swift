@@ -180,12 +180,12 @@ public struct GitCredentialHelper: Sendable {
         let key = try await entryKey(for: request, in: vault) ?? named
         return try await vault.withEntryLock(key, timeout: lockTimeout) {
             guard var entry = try await vault.storedEntry(for: key) else {
-                try await vault.saveToken(Self.token(from: request, password: password), for: key)
+                try await vault.saveToken(try Self.token(from: request, password: password), for: key)
                 return .saved
             }
             guard Self.same(entry.token.accessToken, password) else {
                 if entry.refresh != nil { return .keptManagedEntry }
-                try await vault.saveToken(Self.token(from: request, password: password), for: key)
+                try await vault.saveToken(try Self.token(from: request, password: password), for: key)
                 return .saved
             }
             var token = entry.token
@@ -219,10 +219,19 @@ public struct GitCredentialHelper: Sendable {
         }
     }
 
-    /// The token git's credential describes: the password as a bearer access token.
-    static func token(from request: GitCredentialRequest, password: String) -> OAuthToken {
-        OAuthToken(
-            accessToken: password, tokenType: "Bearer",
+    /// The token git's credential describes: the password as a bearer access token, or, when it
+    /// is not one (RFC 6750 allows letters, digits and `-._~+/=` only), as a `Basic` one: a
+    /// password such as `p@ssw0rd!` that git sends with HTTP Basic authentication, as it does
+    /// every password. A password that no stored token can hold (a space, a control or a
+    /// non-ASCII character) is refused with a message that says git will ask for it again.
+    static func token(from request: GitCredentialRequest, password: String) throws -> OAuthToken {
+        guard TokenSyntax.isVisibleASCII(password) else {
+            throw VaultError(
+                .invalidInput,
+                "The password git sent holds a space, a control or a non-ASCII character, which the vault stores in no token; it was not stored, and git will ask for it again. Use a token (or a password without such characters) for this host.")
+        }
+        return OAuthToken(
+            accessToken: password, tokenType: TokenSyntax.isB64Token(password) ? "Bearer" : "Basic",
             refreshToken: request.oauthRefreshToken.flatMap { $0.isEmpty ? nil : $0 },
             expiresAt: request.passwordExpiry)
     }

@@ -278,6 +278,27 @@ import Testing
         #expect(try await helper.erase(try request("password=fresh\n"), from: vault) == false)
     }
 
+    /// git stores whatever password worked, and a password is not always a bearer token: one with
+    /// `@` or `!` is kept (as a Basic token) and answered; one that no token can hold is refused
+    /// in words that say git will ask again, without the password.
+    @Test func aPasswordThatIsNoBearerTokenIsKeptOrRefusedClearly() async throws {
+        let vault = Vault(store: MemoryStore())
+        let helper = GitCredentialHelper()
+        let key = try CredentialKey(service: "git.example.com", account: "alice")
+        #expect(try await helper.store(try request("password=p@ssw0rd!\n"), in: vault) == .saved)
+        #expect(try await vault.token(for: key)?.tokenType == "Basic")
+        #expect(try await helper.get(try request(), from: vault)?.password == "p@ssw0rd!")
+        #expect(try await helper.store(try request("password=gho_bearerLike123\n"), in: vault) == .saved)
+        #expect(try await vault.token(for: key)?.tokenType == "Bearer")
+        for bad in ["two words", "pässword"] {
+            let error = await #expect(throws: VaultError.self) { try await helper.store(try request("password=\(bad)\n"), in: vault) }
+            #expect(error?.code == .invalidInput)
+            #expect(error?.message.contains("git will ask for it again") == true, "\(String(describing: error))")
+            #expect(error.map { !$0.message.contains(bad) } == true)
+        }
+        #expect(try await vault.token(for: key)?.accessToken == "gho_bearerLike123")
+    }
+
     @Test func anOpaqueSecretIsNeitherAnsweredNorOverwritten() async throws {
         let vault = Vault(store: MemoryStore())
         let key = try CredentialKey(service: "git.example.com", account: "alice")
