@@ -63,6 +63,11 @@ extension VaultCommand {
                     failure = error
                 }
             }
+            var warnings = plan.warnings
+            if let store = vault?.store as? EncryptedFileStore, let length = store.unfinishedWriteLength {
+                warnings.append(
+                    "the vault file ends in \(length) byte(s) of a write that did not finish (a process killed, or power lost, during a save, which therefore never succeeded); they are ignored, and the next write cuts them off. If no save was interrupted, the end of the file was damaged or cut: entries written last may be missing.")
+            }
             // The backend in use: the plan's, once it opened (or has no file yet to open).
             let backend = vault != nil || entries != nil ? plan.backend : nil
             let reason = backend != nil || plan.refusal != nil ? plan.reason : nil
@@ -85,7 +90,7 @@ extension VaultCommand {
                     ] as [String: Any],
                     "entries": entries.map { $0 as Any } ?? NSNull(),
                     "refresh": refresh.map { $0.json as Any } ?? NSNull(),
-                    "warnings": plan.warnings,
+                    "warnings": warnings,
                 ]
                 if showsFile {
                     object["file"] = [
@@ -117,7 +122,7 @@ extension VaultCommand {
                 }
                 if let entries { rows.append(["entries:", "\(entries)"]) }
                 if let refresh, entries ?? 0 > 0 { rows.append(["refresh:", refresh.summary]) }
-                for warning in plan.warnings { rows.append(["warning:", warning]) }
+                for warning in warnings { rows.append(["warning:", warning]) }
                 try Output.line(Output.table(rows))
             }
             if let failure { throw failure }

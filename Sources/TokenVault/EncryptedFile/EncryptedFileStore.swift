@@ -35,6 +35,12 @@ public final class EncryptedFileStore: CredentialStore, Sendable {
     /// The vault file.
     public var path: String { file.path }
 
+    /// How many bytes at the end of the vault file, as last read, belong to a write that did not
+    /// finish (a process killed, or power lost, during a save that therefore never returned);
+    /// `nil` when none do. They are ignored, and the next write cuts them off. Bytes cut off the
+    /// end of the file at a record boundary leave no such trace (see SECURITY.md).
+    public var unfinishedWriteLength: Int64? { file.unfinishedWriteLength() }
+
     private let file: VaultFile
     private let queue: DispatchQueue
 

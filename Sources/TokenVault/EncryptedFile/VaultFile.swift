@@ -346,6 +346,12 @@ final class VaultFile: Sendable {
         state.withLock { $0.log.keys(service: service) }
     }
 
+    /// How many bytes at the end of the file, as last read, belong to a write that did not
+    /// finish; `nil` when none do.
+    func unfinishedWriteLength() -> Int64? {
+        state.withLock { $0.log.hasTornTail ? max($0.observedSize - $0.log.validEnd, 0) : nil }
+    }
+
     // MARK: Writing (queue only)
 
     /// Appends `changes` as one batch and makes them durable with one `fdatasync`.
