@@ -56,13 +56,14 @@ enum KeyMaterial {
             throw VaultError(
                 .invalidInput, "The \(what) \(path) is not a regular file (it is a FIFO, a device or a directory); give the path of a file.")
         }
-        guard status.isOwnedByCaller else {
+        let grantedBySystemd = isSystemdGrant(path, status)
+        guard status.isOwnedByCaller || grantedBySystemd else {
             throw VaultError(
                 .insecurePermissions,
                 "The \(what) \(path) belongs to another user (uid \(status.owner)); it must be owned by the user who opens the vault. Nothing was read."
             )
         }
-        if status.groupOrOtherBits != 0 && !allowInsecurePermissions {
+        if status.groupOrOtherBits != 0 && !allowInsecurePermissions && !grantedBySystemd {
             throw VaultError(
                 .insecurePermissions,
                 "The \(what) \(path) can be read or written by group or others (mode \(octal(status.permissionBits))). Run `chmod 600 \(path)`, or accept it explicitly: --allow-insecure-permissions or TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1 for the vault command, allowInsecurePermissions in the library."
@@ -106,6 +107,28 @@ enum KeyMaterial {
                     : "A passphrase for a new vault must be at least \(minimumPassphraseLength) characters long; this one is shorter. Nothing was created."
             )
         }
+    }
+
+    /// Whether `path` is a credential that systemd passed a service running as another user than
+    /// the service manager's: a file directly in `$CREDENTIALS_DIRECTORY`, owned by root, read-only,
+    /// readable by no one but its owner and, through an access-control list, this user. systemd
+    /// (exec-credential.c, write_credential) makes each credential file `0400` and, for a service
+    /// with `User=` or `DynamicUser=`, grants that user read access with an ACL entry, which shows
+    /// as the group read bit (the ACL mask): so the file is neither this user's nor `0600`, and is
+    /// as private as a credential gets. (Where the file system has no ACLs, systemd gives the file
+    /// to the service's user instead, and the ordinary checks pass.)
+    static func isSystemdGrant(_ path: String, _ status: SystemCall.FileStatus) -> Bool {
+        guard status.owner == 0, !status.isOwnedByCaller, status.permissionBits & ~UInt32(0o440) == 0,
+            let value = getenv("CREDENTIALS_DIRECTORY")
+        else { return false }
+        func trimmed(_ text: Substring) -> Substring {
+            var text = text
+            while text.count > 1, text.hasSuffix("/") { text = text.dropLast() }
+            return text
+        }
+        let directory = trimmed(Substring(String(cString: value)))
+        guard directory.hasPrefix("/"), let slash = path.lastIndex(of: "/") else { return false }
+        return trimmed(path[..<slash]) == directory
     }
 
     /// Runs one system call on a key or passphrase file; a missing file is `keyFileMissing`.
