@@ -93,7 +93,7 @@ struct GlobalOptions: ParsableArguments {
         if configuration.backend == .memory {
             throw VaultError(
                 .invalidInput,
-                "TOKEN_VAULT_BACKEND=memory is for tests of the library; the vault command keeps nothing in memory after it exits. Use auto, secret-service or file."
+                "TOKEN_VAULT_BACKEND=memory is for tests of the library; the vault command keeps nothing in memory after it exits. Use auto, secret-service, file or postgres."
             )
         }
         if let file {
