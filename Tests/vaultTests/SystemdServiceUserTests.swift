@@ -36,21 +36,10 @@ struct SystemdServiceUserTests {
 
     /// Runs `vault` as the service user, with only the environment a unit would give it.
     static func vaultAsService(_ vault: String, _ arguments: [String], environment: [String: String], stdin: String = "") throws -> (status: Int32, stdout: String, stderr: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = ["--reuid=\(serviceUser)", "--regid=\(serviceUser)", "--clear-groups", "--", vault] + arguments
-        process.environment = environment.merging(["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"]) { $1 }
-        let input = Pipe(), output = Pipe(), errors = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        input.fileHandleForWriting.write(Data(stdin.utf8))
-        try input.fileHandleForWriting.close()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
+        let result = try ChildProcess.run(
+            "/usr/bin/setpriv", ["--reuid=\(serviceUser)", "--regid=\(serviceUser)", "--clear-groups", "--", vault] + arguments,
+            environment: environment.merging(["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"]) { $1 }, stdin: Data(stdin.utf8))
+        return (result.status, result.stdoutText, result.stderr)
     }
 
     @Test func aKeyGrantedByACLAsSystemdDoesOpensTheVaultAndOthersAreStillRefused() throws {
