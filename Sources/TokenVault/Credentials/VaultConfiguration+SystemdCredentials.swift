@@ -41,6 +41,15 @@ extension VaultConfiguration {
         return directory
     }
 
+    /// Whether `path` names a file directly in `$CREDENTIALS_DIRECTORY`.
+    static func isInSystemdCredentialsDirectory(
+        _ path: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> Bool {
+        guard let directory = systemdCredentialsDirectory(environment: environment) else { return false }
+        let parent = (path as NSString).deletingLastPathComponent
+        return parent == directory || parent == (directory as NSString).standardizingPath
+    }
+
     /// Whether something is at `path`: a credential that exists but cannot be read is still the
     /// one meant, and opening it then reports why.
     private static func present(_ path: String) -> Bool {
@@ -57,10 +66,7 @@ extension VaultConfiguration.KeySource {
         case .keyFile(let file), .passphraseFile(let file): path = file
         case .passphrase: return description
         }
-        guard let directory = VaultConfiguration.systemdCredentialsDirectory(environment: environment),
-            (path as NSString).deletingLastPathComponent == (directory as NSString).standardizingPath
-                || (path as NSString).deletingLastPathComponent == directory
-        else { return description }
+        guard VaultConfiguration.isInSystemdCredentialsDirectory(path, environment: environment) else { return description }
         return "\(description) (systemd credential \((path as NSString).lastPathComponent) in $CREDENTIALS_DIRECTORY)"
     }
 }

@@ -118,17 +118,8 @@ enum KeyMaterial {
     /// as private as a credential gets. (Where the file system has no ACLs, systemd gives the file
     /// to the service's user instead, and the ordinary checks pass.)
     static func isSystemdGrant(_ path: String, _ status: SystemCall.FileStatus) -> Bool {
-        guard status.owner == 0, !status.isOwnedByCaller, status.permissionBits & ~UInt32(0o440) == 0,
-            let value = getenv("CREDENTIALS_DIRECTORY")
-        else { return false }
-        func trimmed(_ text: Substring) -> Substring {
-            var text = text
-            while text.count > 1, text.hasSuffix("/") { text = text.dropLast() }
-            return text
-        }
-        let directory = trimmed(Substring(String(cString: value)))
-        guard directory.hasPrefix("/"), let slash = path.lastIndex(of: "/") else { return false }
-        return trimmed(path[..<slash]) == directory
+        status.owner == 0 && !status.isOwnedByCaller && status.permissionBits & ~UInt32(0o440) == 0
+            && VaultConfiguration.isInSystemdCredentialsDirectory(path)
     }
 
     /// Runs one system call on a key or passphrase file; a missing file is `keyFileMissing`.
