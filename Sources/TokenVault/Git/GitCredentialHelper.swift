@@ -101,7 +101,7 @@ public struct GitCredentialHelper: Sendable {
     /// pinned; empty otherwise. For saying why ``entryKey(for:in:)`` found none.
     public func accounts(for request: GitCredentialRequest, in vault: Vault) async throws -> [String] {
         guard let key = try key(for: request), account == nil, gitUsername(request) == nil else { return [] }
-        return try await vault.keys(service: key.service).map(\.account).sorted()
+        return try await vault.keys(service: key.service).map(\.account)  // keys come sorted
     }
 
     /// Whether a token may be answered for `request`: not over plain `http` to a host that is not
