@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 /// Which backend a configuration leads to, why, and what the Secret Service probe found: the one
 /// place where the backend is chosen.
@@ -23,6 +19,9 @@ internal import Darwin
 ///   Naming the file backend explicitly is the way to use the file on purpose.
 /// - Otherwise (no session bus, no provider, no default collection, no answer in time) `auto`
 ///   uses the encrypted file. Nothing ever falls back to plain text.
+/// - A backend that is not TokenVault's own (PostgreSQL) is used only when the program
+///   registered it (``VaultBackends``); otherwise the plan is refused and names it in
+///   ``unregisteredBackend``, so that a program can hand the command to one that has it.
 public struct BackendPlan: Sendable, CustomStringConvertible {
     /// What the plan comes to.
     public enum Decision: Sendable {
@@ -46,6 +45,13 @@ public struct BackendPlan: Sendable, CustomStringConvertible {
     public let fileExists: Bool
     /// Things a person should know, such as a vault file that `auto` leaves unused.
     public let warnings: [String]
+    /// Where a registered backend's vault is, as it names it (a database without its password);
+    /// `nil` for TokenVault's own backends, whose place is ``filePath`` or the Secret Service.
+    public let location: String?
+    /// The backend the configuration names that this program has not registered (see
+    /// ``VaultBackends``): the plan is refused, and the `vault` command hands itself over to the
+    /// program that has it (`vault-postgres`).
+    public let unregisteredBackend: BackendKind?
 
     /// The backend to use, or `nil` when the plan is refused.
     public var backend: BackendKind? {
@@ -55,6 +61,20 @@ public struct BackendPlan: Sendable, CustomStringConvertible {
 
     /// Whether the encrypted file will be opened.
     public var usesFile: Bool { backend == .file }
+
+    /// The backend a registered ``VaultBackend`` opens, when the plan uses one.
+    public var registeredBackend: (any VaultBackend)? {
+        guard let backend, !backend.isBuiltIn else { return nil }
+        return VaultBackends.backend(for: backend)
+    }
+
+    /// The backend that `configuration` names and this program has not registered, if any,
+    /// decided without probing or opening anything: what ``unregisteredBackend`` of its plan
+    /// will be. The `vault` command asks this before it reads or writes anything.
+    public static func unregisteredBackend(for configuration: VaultConfiguration) -> BackendKind? {
+        guard let kind = configuration.backend.kind, !VaultBackends.isAvailable(kind) else { return nil }
+        return kind
+    }
 
     /// The error opening would fail with, when the plan is refused.
     public var refusal: VaultError? {
@@ -82,7 +102,7 @@ public struct BackendPlan: Sendable, CustomStringConvertible {
         if probe == nil, configuration.backend == .auto {
             probe = await SecretServiceStore.probe(timeout: configuration.probeTimeout)
         }
-        let (decision, reason) = decide(configuration, probe: probe)
+        let (decision, reason, location) = decide(configuration, probe: probe)
         var warnings: [String] = []
         if configuration.backend == .auto, case .use(.secretService) = decision, file.holdsData {
             warnings.append(
@@ -91,13 +111,53 @@ public struct BackendPlan: Sendable, CustomStringConvertible {
         }
         return BackendPlan(
             requested: configuration.backend, decision: decision, reason: reason, probe: probe, filePath: path,
-            fileExists: file != .absent, warnings: warnings)
+            fileExists: file != .absent, warnings: warnings, location: location,
+            unregisteredBackend: unregisteredBackend(for: configuration))
     }
 
     private static func decide(
         _ configuration: VaultConfiguration, probe: SecretServiceProbe?
+    ) -> (Decision, String, location: String?) {
+        if case .postgres = configuration.backend {
+            return decideRegistered(.postgres, configuration)
+        }
+        let (decision, reason) = decideBuiltIn(configuration, probe: probe)
+        return (decision, reason, nil)
+    }
+
+    /// A backend that a program registers: used when it is registered and its configuration says
+    /// where its vault is; refused otherwise, never replaced by another.
+    private static func decideRegistered(
+        _ kind: BackendKind, _ configuration: VaultConfiguration
+    ) -> (Decision, String, location: String?) {
+        guard let backend = VaultBackends.backend(for: kind) else {
+            return (
+                .refuse(VaultError(
+                    .backendUnavailable,
+                    "The \(kind) backend is not part of this program. A program that uses TokenVault opens it once it registers it (import TokenVaultPostgres; VaultBackends.register(PostgresBackend())); the vault command hands such commands to vault-postgres."
+                )),
+                "the \(kind) backend was requested and is not registered in this program", nil
+            )
+        }
+        do {
+            let location = try backend.location(for: configuration)
+            return (.use(kind), "the \(kind) backend was requested (\(location))", location)
+        } catch let error as VaultError {
+            return (.refuse(error), "the \(kind) backend was requested and is not configured (\(error.message))", nil)
+        } catch {
+            return (
+                .refuse(VaultError(.invalidInput, "The \(kind) backend's configuration could not be read.", underlying: error)),
+                "the \(kind) backend was requested and is not configured", nil
+            )
+        }
+    }
+
+    private static func decideBuiltIn(
+        _ configuration: VaultConfiguration, probe: SecretServiceProbe?
     ) -> (Decision, String) {
         switch configuration.backend {
+        case .postgres:
+            preconditionFailure("decideRegistered plans the postgres backend")
         case .memory:
             return (.use(.memory), "the memory backend was requested; nothing persists")
         case .file:

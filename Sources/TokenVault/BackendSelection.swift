@@ -11,12 +11,17 @@ public struct BackendSelection: Sendable, CustomStringConvertible {
     public let probe: SecretServiceProbe?
     /// The vault file, for the file backend.
     public let filePath: String?
+    /// Where a registered backend's vault is, as it names it (a database, without its password).
+    public let location: String?
 
-    public init(backend: BackendKind, reason: String, probe: SecretServiceProbe? = nil, filePath: String? = nil) {
+    public init(
+        backend: BackendKind, reason: String, probe: SecretServiceProbe? = nil, filePath: String? = nil, location: String? = nil
+    ) {
         self.backend = backend
         self.reason = reason
         self.probe = probe
         self.filePath = filePath
+        self.location = location
     }
 
     public var description: String { "\(backend): \(reason)" }

@@ -60,6 +60,15 @@ public protocol CredentialStore: Sendable {
 
     /// The keys that hold entries, sorted, optionally only those of one service. Never secrets.
     func keys(service: String?) async throws -> [CredentialKey]
+
+    /// Where refreshes of this store's entries meet, so that one refresh happens per expiry
+    /// across tasks, processes and (for a store that spans hosts) hosts.
+    ///
+    /// The default suits a store that several processes of this host may share: a lock file per
+    /// key in the user's runtime directory, named after ``backend``. A store that only this
+    /// process can see answers ``RefreshLockPlacement/thisProcessOnly(_:)``.
+    /// - Throws: ``VaultError`` when the locks cannot be placed (no private directory for them).
+    func refreshLockPlacement() throws -> RefreshLockPlacement
 }
 
 extension CredentialStore {
@@ -76,6 +85,11 @@ extension CredentialStore {
         for entry in entries {
             try await save(entry.secret, for: entry.key, contentType: entry.contentType)
         }
+    }
+
+    public func refreshLockPlacement() throws -> RefreshLockPlacement {
+        // A store of the caller's own: it may be shared between processes, so lock anyway.
+        try .runtimeLockFiles(scope: "backend:\(backendName)", instance: type(of: self as Any) is AnyObject.Type ? self as AnyObject : nil)
     }
 
     /// Every key in the store, sorted.

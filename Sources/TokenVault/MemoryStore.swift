@@ -15,6 +15,9 @@ public actor MemoryStore: CredentialStore {
 
     public nonisolated var backend: BackendKind { .memory }
 
+    /// Nobody outside this process can see it, so its refreshes need no lock file.
+    public nonisolated func refreshLockPlacement() throws -> RefreshLockPlacement { .thisProcessOnly(self) }
+
     public func load(_ key: CredentialKey) -> Data? {
         entries[key]
     }

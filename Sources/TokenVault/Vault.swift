@@ -82,8 +82,17 @@ public struct Vault: Sendable {
             )
         case .use(.file):
             return try await openFile(configuration, plan: plan, logger: logger)
-        case .use(.custom(let name)):
-            throw VaultError(.invalidInput, "A configuration cannot open the custom backend '\(name)'; use Vault(store:).")
+        case .use(let kind):
+            // A backend the program registered (PostgreSQL): the plan found it registered.
+            guard let backend = VaultBackends.backend(for: kind) else {
+                throw VaultError(.invalidInput, "A configuration cannot open the \(kind) backend, which is not registered; use Vault(store:) or VaultBackends.register(_:).")
+            }
+            let store = try await backend.open(configuration, logger: logger)
+            return Vault(
+                store: store,
+                selection: BackendSelection(backend: kind, reason: plan.reason, location: plan.location),
+                logger: logger
+            )
         }
     }
 

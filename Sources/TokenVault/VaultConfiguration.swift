@@ -6,7 +6,7 @@ public import Foundation
 ///
 /// | variable | meaning |
 /// |---|---|
-/// | `TOKEN_VAULT_BACKEND` | `auto` (default), `secret-service`, `file` or `memory` |
+/// | `TOKEN_VAULT_BACKEND` | `auto` (default), `secret-service`, `file`, `memory` or `postgres` (once registered, see ``VaultBackends``) |
 /// | `TOKEN_VAULT_FILE` | the vault file; default `$XDG_DATA_HOME/token-vault/tokens.vault` |
 /// | `TOKEN_VAULT_KEY_FILE` | a file holding a 32-byte key (raw, hex or base64) |
 /// | `TOKEN_VAULT_PASSPHRASE_FILE` | a file whose content (less one trailing newline) is the passphrase |
@@ -25,8 +25,23 @@ public struct VaultConfiguration: Sendable {
         case file
         /// Process memory, for tests. Nothing persists.
         case memory
+        /// PostgreSQL, for fleets: opened by the backend that the `TokenVaultPostgres` product
+        /// registers (``VaultBackends``); where it is comes from `TOKEN_VAULT_DATABASE_URL`.
+        /// Without that registration, opening fails closed with `backendUnavailable`.
+        case postgres
 
         public var description: String { rawValue }
+
+        /// The kind of backend this names; `nil` for `auto`, which ``BackendPlan`` resolves.
+        public var kind: BackendKind? {
+            switch self {
+            case .auto: nil
+            case .secretService: .secretService
+            case .file: .file
+            case .memory: .memory
+            case .postgres: .postgres
+            }
+        }
     }
 
     /// Where the encrypted file's key comes from.

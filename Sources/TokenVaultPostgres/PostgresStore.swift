@@ -108,7 +108,10 @@ public final class PostgresStore: CredentialStore, Sendable {
     /// The largest secret this backend stores (4 MiB, as the file vault).
     public static let maximumSecretSize = RowSealingKeys.maximumSecretSize
 
-    public var backend: BackendKind { .custom("postgres") }
+    public var backend: BackendKind { .postgres }
+
+    /// Hosts meet at the store's own lock (`pg_advisory_xact_lock`, ``withRefreshLock(on:timeout:_:)``).
+    public func refreshLockPlacement() throws -> RefreshLockPlacement { .storeLock(self) }
 
     /// Where the vault is (no password).
     public let configuration: Configuration

@@ -10,14 +10,13 @@ enum BackendArgument: String, CaseIterable, ExpressibleByArgument {
     /// The PostgreSQL backend (TokenVaultPostgres), configured by TOKEN_VAULT_DATABASE_URL.
     case postgres
 
-    /// The library's configuration backend; `nil` for postgres, which the library's
-    /// ``VaultConfiguration`` does not open (a separate product does).
-    var backend: VaultConfiguration.Backend? {
+    /// The library's configuration backend.
+    var backend: VaultConfiguration.Backend {
         switch self {
         case .auto: .auto
         case .secretService: .secretService
         case .file: .file
-        case .postgres: nil
+        case .postgres: .postgres
         }
     }
 }

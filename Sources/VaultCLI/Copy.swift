@@ -25,6 +25,14 @@ extension VaultCommand {
             case secretService = "secret-service"
             case file
             case postgres
+
+            var backend: VaultConfiguration.Backend {
+                switch self {
+                case .secretService: .secretService
+                case .file: .file
+                case .postgres: .postgres
+                }
+            }
         }
 
         @OptionGroup var global: GlobalOptions
@@ -125,20 +133,22 @@ extension VaultCommand {
             (try? JSONSerialization.jsonObject(with: secret)) is [String: Any] ? .json : .binary
         }
 
+        /// The configuration of one side: the global options, with the side's backend.
+        func configuration(_ side: Side, creating: Bool, keySource: VaultConfiguration.KeySource?) throws -> VaultConfiguration {
+            var configuration = try global.configuration()
+            configuration.backend = side.backend
+            configuration.createIfMissing = creating
+            if let keySource { configuration.keySource = keySource }
+            return configuration
+        }
+
         private func open(_ side: Side, creating: Bool, keySource: VaultConfiguration.KeySource?) async throws -> Vault {
-            switch side {
-            case .postgres:
-                return try await global.openPostgres(createIfMissing: creating, keySource: keySource).vault
-            case .file, .secretService:
-                var configuration = try global.configuration()
-                configuration.backend = side == .file ? .file : .secretService
-                configuration.createIfMissing = creating
-                if let keySource { configuration.keySource = keySource }
-                if side == .file && !creating && !FileManager.default.fileExists(atPath: configuration.resolvedFilePath) {
-                    throw VaultError(.notFound, "There is no vault file at \(configuration.resolvedFilePath) to copy from.")
-                }
-                return try await Vault.open(configuration)
+            let configuration = try configuration(side, creating: creating, keySource: keySource)
+            let plan = await BackendPlan.make(for: configuration)
+            if plan.usesFile && !creating && !plan.fileExists {
+                throw VaultError(.notFound, "There is no vault file at \(plan.filePath) to copy from.")
             }
+            return try await Vault.open(configuration, plan: plan)
         }
     }
 }

@@ -123,13 +123,6 @@ extension VaultCommand {
         /// keyring unlock prompt. `nil` when the file backend would be used and has no file yet
         /// (and `creating` is false): nothing is stored, so there is nothing to answer or erase.
         private func openVault(creating: Bool) async throws -> Vault? {
-            if global.usesPostgres() {
-                do {
-                    return try await global.openPostgres(createIfMissing: creating).vault
-                } catch let error as VaultError where error.code == .notFound && !creating {
-                    return nil
-                }
-            }
             var configuration = try global.configuration()
             configuration.createIfMissing = creating
             configuration.secretService.unlockPrompt = false
@@ -139,7 +132,11 @@ extension VaultCommand {
             if plan.usesFile && !creating && !plan.fileExists {
                 return nil
             }
-            return try await Vault.open(configuration, plan: plan)
+            do {
+                return try await Vault.open(configuration, plan: plan)
+            } catch let error as VaultError where error.code == .notFound && !creating && plan.registeredBackend != nil {
+                return nil  // a database that holds no vault yet
+            }
         }
 
         /// Reads git's request from stdin: up to a blank line or the end of the input, at most

@@ -2,11 +2,6 @@ import ArgumentParser
 import Foundation
 import TokenVault
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 /// The options every subcommand takes: which backend, and for the encrypted file, where it is
 /// and how to unlock it. Each falls back to its environment variable.
@@ -65,11 +60,6 @@ struct GlobalOptions: ParsableArguments {
             throw ValidationError("Give --key-file or --passphrase-file, not both.")
         }
         var environment = environment
-        // The library's configuration knows no postgres backend: that is TokenVaultPostgres's,
-        // opened by ``openPostgres(createIfMissing:)``; the key options still apply to it.
-        if environment["TOKEN_VAULT_BACKEND"] == BackendArgument.postgres.rawValue {
-            environment["TOKEN_VAULT_BACKEND"] = nil
-        }
         if keyFile != nil || passphraseFile != nil {
             // An option replaces whichever kind of key the environment names, a systemd
             // credential included: an explicit setting wins, even over a credentials directory
@@ -87,7 +77,7 @@ struct GlobalOptions: ParsableArguments {
         }
         if backend != nil { environment["TOKEN_VAULT_BACKEND"] = nil }
         var configuration = try VaultConfiguration.fromEnvironment(environment)
-        if let backend = backend?.backend { configuration.backend = backend }
+        if let backend { configuration.backend = backend.backend }
         // Whatever its source: `vault` runs once and exits, so a memory vault would lose every
         // token it was given, and `vault migrate` would scrub the plist into it.
         if configuration.backend == .memory {
@@ -106,44 +96,10 @@ struct GlobalOptions: ParsableArguments {
         return configuration
     }
 
-    /// Whether the postgres backend is chosen: `--backend postgres` or TOKEN_VAULT_BACKEND=postgres.
-    func usesPostgres(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
-        if let backend { return backend == .postgres }
-        return environment["TOKEN_VAULT_BACKEND"] == BackendArgument.postgres.rawValue
-    }
-
-    /// Opens the PostgreSQL vault of TOKEN_VAULT_DATABASE_URL, sealed with the global key or
-    /// passphrase file (`keySource` replaces it, for `vault copy --to-key-file`).
-    /// - Throws: `notFound` when the database holds no vault yet and `createIfMissing` is off;
-    ///   `backendUnavailable` when no URL or no key is given, or the server cannot be reached.
-    func openPostgres(
-        createIfMissing: Bool, keySource override: VaultConfiguration.KeySource? = nil
-    ) async throws -> any OpenedPostgresVault {
-        let configuration = try configuration()
-        guard let keySource = override ?? configuration.keySource else {
-            throw VaultError(
-                .backendUnavailable,
-                "The postgres backend seals every entry on this host and needs a key: set TOKEN_VAULT_KEY_FILE or TOKEN_VAULT_PASSPHRASE_FILE (or --key-file, --passphrase-file).")
-        }
-        return try await Self.postgresBackend().open(
-            keySource: keySource, allowInsecurePermissions: configuration.allowInsecurePermissions, createIfMissing: createIfMissing)
-    }
-
-    /// The postgres backend of this program: `vault-postgres` has one; `vault` hands postgres
-    /// commands over before they run, so reaching here without one is a command that
-    /// ``PostgresAware`` missed.
-    static func postgresBackend() throws -> any PostgresBackend {
-        guard let backend = VaultProgram.postgres else { try PostgresHandoff.execute() }
-        return backend
-    }
-
     /// Opens the vault, creating a file vault (and its directory) if it does not exist yet: for
     /// commands that write. When the encrypted file will be used, no key was given and there is
     /// a terminal, asks for the passphrase there with echo off (twice when creating the file).
     func openVault(forcingFile: Bool = false, createIfMissing: Bool = true) async throws -> Vault {
-        if !forcingFile && usesPostgres() {
-            return try await openPostgres(createIfMissing: createIfMissing).vault
-        }
         var configuration = try configuration()
         if forcingFile { configuration.backend = .file }
         configuration.createIfMissing = createIfMissing
@@ -165,14 +121,6 @@ struct GlobalOptions: ParsableArguments {
     /// - Parameter plan: the backend plan, if the caller already made it (`status` shows it, and
     ///   its warnings, itself).
     func openExistingVault(plan known: BackendPlan? = nil) async throws -> ExistingVault {
-        if usesPostgres() {
-            do {
-                let opened = try await openPostgres(createIfMissing: false)
-                return .opened(opened.vault, keySource: try configuration().keySource)
-            } catch let error as VaultError where error.code == .notFound {
-                return .noVaultYet(path: try Self.postgresBackend().database().location, reason: error.message)
-            }
-        }
         var configuration = try configuration()
         configuration.createIfMissing = false
         let plan: BackendPlan
@@ -185,8 +133,13 @@ struct GlobalOptions: ParsableArguments {
         if plan.usesFile, !plan.fileExists {
             return .noVaultYet(path: plan.filePath, reason: plan.reason)
         }
-        let (vault, keySource) = try await open(configuration, plan: plan)
-        return .opened(vault, keySource: keySource)
+        do {
+            let (vault, keySource) = try await open(configuration, plan: plan)
+            return .opened(vault, keySource: keySource)
+        } catch let error as VaultError where error.code == .notFound && plan.registeredBackend != nil {
+            // A registered backend (a database) that holds no vault yet: as a file not made yet.
+            return .noVaultYet(path: plan.location ?? plan.reason, reason: error.message)
+        }
     }
 
     private func open(

@@ -2,11 +2,7 @@ import ArgumentParser
 import Foundation
 import TokenVault
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 extension VaultCommand {
     struct Rekey: AsyncParsableCommand {
@@ -43,7 +39,7 @@ extension VaultCommand {
             if kdf != nil, newKeyFile != nil {
                 throw ValidationError("--kdf applies to a new passphrase, not to a key file.")
             }
-            if !global.usesPostgres(), (try? global.configuration())?.backend == .secretService {
+            if (try? global.configuration())?.backend == .secretService {
                 throw ValidationError("rekey applies to the encrypted file backend; the Secret Service has no key of ours to change.")
             }
             // Here, not in run(), so that the usage shown is rekey's own.
@@ -56,28 +52,24 @@ extension VaultCommand {
         }
 
         func run() async throws {
-            if global.usesPostgres() {
-                // Every row sealed again in one transaction (PostgresStore.rekey).
-                let store = try await global.openPostgres(createIfMissing: false)
-                let newSource = try newKeySource(for: store.location)
-                let count = try await store.rekey(to: newSource, kdf: kdf?.parameters)
-                try Output.note("Rekeyed the PostgreSQL vault \(store.location) (\(count) \(count == 1 ? "entry" : "entries")) to the \(newSource).")
-                return
-            }
             var configuration = try global.configuration()
-            configuration.backend = .file
-            let path = configuration.resolvedFilePath
-            guard FileManager.default.fileExists(atPath: path) else {
-                throw VaultError(.notFound, "There is no vault file at \(path) to rekey.")
+            // Only a store sealed with a key of ours can be rekeyed: `auto` means the file here.
+            if configuration.backend == .auto { configuration.backend = .file }
+            configuration.createIfMissing = false
+            let plan = await BackendPlan.make(for: configuration)
+            if plan.usesFile && !plan.fileExists {
+                throw VaultError(.notFound, "There is no vault file at \(plan.filePath) to rekey.")
             }
-            let newSource = try newKeySource(for: path)
-            let vault = try await global.openVault(forcingFile: true, createIfMissing: false)
-            guard let store = vault.store as? EncryptedFileStore else {
-                throw VaultError(.backendUnavailable, "rekey needs the encrypted file backend.")
+            let place = plan.location ?? plan.filePath
+            let newSource = try newKeySource(for: place)
+            let vault = try await configuration.backend == .file
+                ? global.openVault(forcingFile: true, createIfMissing: false) : Vault.open(configuration, plan: plan)
+            guard let store = vault.store as? any RekeyableStore else {
+                throw VaultError(.backendUnavailable, "rekey needs a backend sealed with a key of ours: the encrypted file or postgres.")
             }
-            try await store.rekey(to: newSource, kdf: kdf?.parameters)
-            let count = try await store.keys().count
-            try Output.note("Rekeyed \(path) (\(count) \(count == 1 ? "entry" : "entries")) to the \(newSource).")
+            let count = try await store.rekeyAll(to: newSource, kdf: kdf?.parameters)
+            let what = plan.location.map { "the \(vault.selection.backend) vault \($0)" } ?? place
+            try Output.note("Rekeyed \(what) (\(count) \(count == 1 ? "entry" : "entries")) to the \(newSource).")
         }
 
         private func newKeySource(for path: String) throws -> VaultConfiguration.KeySource {

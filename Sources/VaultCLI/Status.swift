@@ -32,11 +32,11 @@ extension VaultCommand {
         }
 
         func run() async throws {
-            if global.usesPostgres() {
-                try await postgresStatus()
+            let configuration = try global.configuration()
+            if let kind = configuration.backend.kind, !kind.isBuiltIn {
+                try await registeredBackendStatus(configuration)
                 return
             }
-            let configuration = try global.configuration()
             // One probe, shown here whatever the backend, and one plan: the one that opens the vault.
             let probe = await SecretServiceStore.probe(timeout: configuration.probeTimeout)
             let plan = await BackendPlan.make(for: configuration, probe: probe)
@@ -184,57 +184,76 @@ struct RefreshCount {
 }
 
 extension VaultCommand.Status {
-    /// The postgres backend's status: where the database is (no password), the server's
-    /// version, this connection's TLS, the schema version, the entry count and the refresh counts.
-    func postgresStatus() async throws {
-        let database = try GlobalOptions.postgresBackend().database()
+    /// The status of a backend the program registered (PostgreSQL): where its vault is and how it
+    /// is reached, what the store reports once open (the server's version, this connection's TLS,
+    /// the schema version), the entry count and the refresh counts.
+    func registeredBackendStatus(_ configuration: VaultConfiguration) async throws {
+        let plan = await BackendPlan.make(for: configuration)
+        if let refusal = plan.refusal { throw refusal }
+        guard let backend = plan.registeredBackend else { throw VaultError(.backendUnavailable, plan.reason) }
+        let section = try (backend as? any StatusDescribingBackend)?.statusSection(for: configuration)
         var failure: VaultError?
-        var status: PostgresVaultStatus?
+        var report: BackendStatus?
+        var entries: Int?
         var noVaultYet = false
         // How many tokens the vault refreshes by itself, as for the other backends.
         var refresh: RefreshCount?
         do {
-            let opened = try await global.openPostgres(createIfMissing: false)
-            defer { opened.close() }
-            status = try await opened.status()
-            refresh = await RefreshCount.of(try await opened.vault.keys(), in: opened.vault)
-        } catch let error as VaultError where error.code == .notFound {
-            noVaultYet = true
+            switch try await global.openExistingVault(plan: plan) {
+            case .opened(let vault, _):
+                defer { (vault.store as? any ClosableStore)?.close() }
+                report = try await (vault.store as? any StatusReportingStore)?.statusReport() ?? BackendStatus()
+                let keys = try await vault.keys()
+                entries = keys.count
+                refresh = await RefreshCount.of(keys, in: vault)
+            case .noVaultYet:
+                noVaultYet = true
+                entries = 0
+            }
         } catch let error as VaultError {
             failure = error
         }
-        let entries: Any = status?.entries ?? (noVaultYet ? 0 : NSNull())
+        let kind = backend.kind.rawValue
         if json {
+            var details: [String: Any] = [:]
+            for (key, value) in (section?.status.fields ?? []) + (report?.fields ?? []) { details[key] = value.json }
+            for key in report == nil ? ["server_version", "tls", "schema_version"] : [] where details[key] == nil {
+                details[key] = NSNull()
+            }
+            details["vault_exists"] = !noVaultYet && failure == nil
             var object: [String: Any] = [
-                "requested_backend": "postgres",
-                "backend": failure == nil ? "postgres" : NSNull(),
-                "database": [
-                    "location": database.location, "sslmode": database.sslmode,
-                    "server_version": status.map { $0.serverVersion as Any } ?? NSNull(),
-                    "tls": status?.tls.map { $0 as Any } ?? NSNull(),
-                    "schema_version": status.map { $0.schemaVersion as Any } ?? NSNull(),
-                    "vault_exists": !noVaultYet && failure == nil,
-                ] as [String: Any],
-                "entries": entries,
+                "requested_backend": configuration.backend.rawValue,
+                "backend": failure == nil ? kind : NSNull(),
+                section?.name ?? kind: details,
+                "entries": entries.map { $0 as Any } ?? NSNull(),
                 "refresh": refresh.map { $0.json as Any } ?? NSNull(),
             ]
             if let failure { object["error"] = ["code": "\(failure.code)", "message": failure.message] }
             try Output.json(object)
         } else {
-            var rows: [[String]] = [["requested backend:", "postgres"]]
-            rows.append(["backend in use:", failure == nil ? "postgres" + (noVaultYet ? " (no vault in the database yet)" : "") : "none (the vault could not be opened)"])
-            rows.append(["database:", "\(database.location) (sslmode \(database.sslmode))"])
-            if let status {
-                rows.append(["server:", "PostgreSQL \(status.serverVersion)"])
-                rows.append(["TLS:", status.tls ?? "none"])
-                rows.append(["schema version:", "\(status.schemaVersion)"])
-                rows.append(["entries:", "\(status.entries)"])
-                if let refresh, status.entries > 0 { rows.append(["refresh:", refresh.summary]) }
-            } else if noVaultYet {
-                rows.append(["entries:", "0"])
-            }
+            var rows: [[String]] = [["requested backend:", configuration.backend.rawValue]]
+            rows.append([
+                "backend in use:",
+                failure == nil ? kind + (noVaultYet ? " (no vault there yet)" : "") : "none (the vault could not be opened)",
+            ])
+            for row in section?.status.rows ?? [] { rows.append([row.label, row.value]) }
+            for row in report?.rows ?? [] { rows.append([row.label, row.value]) }
+            if let entries { rows.append(["entries:", "\(entries)"]) }
+            if let refresh, entries ?? 0 > 0 { rows.append(["refresh:", refresh.summary]) }
             try Output.line(Output.table(rows))
         }
         if let failure { throw failure }
+    }
+}
+
+extension BackendStatus.Value {
+    /// The value as JSONSerialization writes it.
+    var json: Any {
+        switch self {
+        case .string(let value): value
+        case .int(let value): value
+        case .bool(let value): value
+        case .null: NSNull()
+        }
     }
 }

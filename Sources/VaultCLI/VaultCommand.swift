@@ -56,10 +56,10 @@ struct VaultCommand: AsyncParsableCommand {
             case nil:
                 command = try parseAsRoot()
             }
-            // `vault` has no PostgreSQL backend built in: a command that names it runs in
+            // `vault` registers no PostgreSQL backend: a command whose plan names it runs in
             // `vault-postgres` instead, before anything is read or written.
-            if VaultProgram.postgres == nil, (command as? any PostgresAware)?.usesPostgres == true {
-                try PostgresHandoff.execute()
+            if let command = command as? any OpensVaults {
+                try BackendHandoff.handOverIfNeeded(command)
             }
         } catch {
             fail(error)

@@ -1,6 +1,7 @@
-// The `vault` command with the PostgreSQL backend built in (TokenVaultPostgres). `vault` hands
-// every command that names the postgres backend over to this program; it also runs any other
+// The `vault` command with the PostgreSQL backend registered (TokenVaultPostgres). `vault` hands
+// every command whose backend plan names postgres over to this program; it also runs any other
 // command exactly as `vault` does.
+import TokenVaultPostgres
 import VaultCLI
 
-VaultProgram.main(postgres: PostgresCommandBackend())
+VaultProgram.main(registering: [PostgresBackend()])

@@ -29,10 +29,48 @@ import Testing
     }
 
     @Test func kindsRoundTripTheirNames() {
-        for kind in [BackendKind.secretService, .file, .memory, .custom("postgres")] {
+        for kind in [BackendKind.secretService, .file, .memory, .postgres, .custom("tv-other")] {
             #expect(BackendKind(rawValue: kind.rawValue) == kind)
         }
         #expect(BackendKind(rawValue: "secret-service") == .secretService)
+        // PostgreSQL is a named kind, not a custom store that happens to call itself so.
+        #expect(BackendKind(rawValue: "postgres") == .postgres)
+        #expect(!BackendKind.postgres.isBuiltIn && BackendKind.file.isBuiltIn)
+    }
+
+    /// A backend that is not TokenVault's own is used only once the program registered it; until
+    /// then the plan is refused, fails closed (no other backend), and names what is missing, so
+    /// that `vault` can hand the command over to `vault-postgres`.
+    @Test func anUnregisteredPostgresIsRefusedAndNamed() async throws {
+        var configuration = VaultConfiguration(backend: .postgres)
+        configuration.keySource = .keyFile("/nonexistent")
+        #expect(BackendPlan.unregisteredBackend(for: configuration) == .postgres)
+        #expect(BackendPlan.unregisteredBackend(for: VaultConfiguration(backend: .file)) == nil)
+        #expect(BackendPlan.unregisteredBackend(for: VaultConfiguration(backend: .auto)) == nil)
+        let plan = await BackendPlan.make(for: configuration)
+        #expect(plan.backend == nil && plan.unregisteredBackend == .postgres, "\(plan)")
+        #expect(plan.refusal?.code == .backendUnavailable)
+        #expect(plan.refusal?.message.contains("VaultBackends.register") == true, "\(plan.refusal?.message ?? "")")
+        await #expect(throws: VaultError.self) { _ = try await Vault.open(configuration, plan: plan) }
+        // The environment names it as the command line does.
+        let fromEnvironment = try VaultConfiguration.fromEnvironment(["TOKEN_VAULT_BACKEND": "postgres"])
+        #expect(fromEnvironment.backend == .postgres)
+    }
+
+    /// What the refresh flight needs from a store is the store's own answer, never a downcast:
+    /// memory is this process's alone, the file locks beside itself, a store of the caller's own
+    /// locks in the runtime directory.
+    @Test func storesSayWhereTheirRefreshesMeet() async throws {
+        let memory = try MemoryStore().refreshLockPlacement()
+        #expect(!memory.spansProcesses && !memory.spansHosts)
+        let own = try ValueTypeStore(inner: MemoryStore()).refreshLockPlacement()
+        #expect(own.spansProcesses && !own.spansHosts)
+        let dir = try TemporaryDirectory()
+        let file = try await EncryptedFileStore.open(
+            path: dir.file("tokens.vault"), keySource: .keyFile(try FileTestSupport.keyFile(in: dir)))
+        let placement = try file.refreshLockPlacement()
+        #expect(placement.spansProcesses && !placement.spansHosts)
+        #expect(FileManager.default.fileExists(atPath: dir.file("tokens.vault.locks")))
     }
 
     @Test(arguments: [

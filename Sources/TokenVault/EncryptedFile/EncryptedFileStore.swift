@@ -32,6 +32,10 @@ public final class EncryptedFileStore: CredentialStore, Sendable {
 
     public var backend: BackendKind { .file }
 
+    /// Lock files beside the vault file, at its real path (links resolved), so that every path
+    /// that reaches one vault meets at the same locks.
+    public func refreshLockPlacement() throws -> RefreshLockPlacement { try .besideVaultFile(path) }
+
     /// The vault file.
     public var path: String { file.path }
 
@@ -177,4 +181,11 @@ public final class EncryptedFileStore: CredentialStore, Sendable {
 
     /// Whether reads ask a ``FileWatch`` instead of `stat`ing the path (tests).
     var watchesFile: Bool { file.watchesFile }
+}
+
+extension EncryptedFileStore: RekeyableStore {
+    package func rekeyAll(to newSource: VaultConfiguration.KeySource, kdf: KDFParameters?) async throws -> Int {
+        try await rekey(to: newSource, kdf: kdf)
+        return try await keys().count
+    }
 }

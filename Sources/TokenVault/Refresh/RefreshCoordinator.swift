@@ -109,7 +109,9 @@ final class RefreshCoordinatorRegistry: @unchecked Sendable {
 }
 
 /// What makes two stores "the same store" for refresh coordination.
-enum RefreshStoreIdentity {
+/// `@unchecked`: `.object` holds a store (every `CredentialStore` is Sendable) only to compare
+/// its identity; `AnyObject` cannot say that it is Sendable.
+enum RefreshStoreIdentity: @unchecked Sendable {
     /// A store named by where it lives, such as `file:/path/tokens.vault`.
     case named(String)
     /// A store that is a class or actor instance.

@@ -110,7 +110,7 @@ extension Vault {
         return try await coordination.coordinator.run(key) {
             try await vault.refreshUnderLock(
                 key, need: need, now: now, coordinator: coordination.coordinator,
-                lockDirectory: coordination.lockDirectory, timeout: timeout, operation: operation)
+                lock: coordination.lock, timeout: timeout, operation: operation)
         }
     }
 
@@ -133,21 +133,23 @@ extension Vault {
         need: RefreshNeed,
         now: @Sendable () -> Date,
         coordinator: RefreshCoordinator,
-        lockDirectory: RefreshLockDirectory?,
+        lock placement: RefreshLockPlacement.Lock,
         timeout: Duration,
         operation: @Sendable (StoredEntry) async throws -> OAuthToken
     ) async throws -> OAuthToken {
-        // A store shared across hosts locks for itself: the re-read and the write below then run
-        // inside its lock (for PostgreSQL, one transaction holding pg_advisory_xact_lock).
-        if let shared = store as? any StoreRefreshLocking {
+        var lock: RefreshLock?
+        switch placement {
+        case .store(let shared):
+            // A store shared across hosts locks for itself: the re-read and the write below then
+            // run inside its lock (for PostgreSQL, one transaction holding pg_advisory_xact_lock).
             return try await shared.withRefreshLock(on: key, timeout: timeout) { locked in
                 try await refreshLocked(
                     key, store: locked, need: need, now: now, coordinator: coordinator, operation: operation)
             }
-        }
-        var lock: RefreshLock?
-        if let lockDirectory {
-            lock = try await RefreshLock.acquire(path: lockDirectory.lockFilePath(for: key), timeout: timeout)
+        case .files(let directory):
+            lock = try await RefreshLock.acquire(path: directory.lockFilePath(for: key), timeout: timeout)
+        case .none:
+            break
         }
         defer { lock?.release() }
         return try await refreshLocked(key, store: store, need: need, now: now, coordinator: coordinator, operation: operation)
@@ -253,41 +255,10 @@ extension Vault {
         }
     }
 
-    /// The coordinator and lock location for this vault's store.
-    private func refreshCoordination() throws -> (coordinator: RefreshCoordinator, lockDirectory: RefreshLockDirectory?) {
-        let placement = try refreshLockPlacement()
-        return (RefreshCoordinatorRegistry.shared.coordinator(for: placement.identity), placement.lockDirectory)
-    }
-
-    /// Where this vault's refreshes meet: the in-process identity that tasks share, and the
-    /// directory of the per-key lock files that processes share (`nil` when no other process can
-    /// see the store). One rule, used by the refresh flight and by every compare-and-write that
-    /// must not interleave with it (the git credential helper's store and erase).
-    func refreshLockPlacement() throws -> (identity: RefreshStoreIdentity, lockDirectory: RefreshLockDirectory?) {
-        if let shared = store as? any StoreRefreshLocking {
-            // Hosts meet at the store's own lock (withRefreshLock); tasks of this process share flights.
-            return (.named(shared.refreshIdentity), nil)
-        }
-        switch store.backend {
-        case .memory where store is MemoryStore:
-            // Process memory: nobody outside this process can see it, so no file lock is needed.
-            return (.object(store as AnyObject), nil)
-        case .file:
-            // The store's own path is the vault's real path (links resolved), so that every path
-            // that reaches one vault meets at the same locks.
-            guard let path = (store as? EncryptedFileStore)?.path ?? selection.filePath else {
-                throw VaultError(
-                    .invalidInput,
-                    "freshToken(for:) needs the vault file's path to place its lock files; open the vault with Vault.open(_:).")
-            }
-            return (.named("file:\((path as NSString).standardizingPath)"), try RefreshLockDirectory.forVaultFile(path))
-        case .secretService:
-            return (.named("secret-service"), try RefreshLockDirectory.forRuntime(scope: "secret-service"))
-        case .memory, .custom:
-            // A store of the caller's own: it may be shared between processes, so lock anyway.
-            let identity: RefreshStoreIdentity = type(of: store as Any) is AnyObject.Type ? .object(store as AnyObject) : .none
-            return (identity, try RefreshLockDirectory.forRuntime(scope: "backend:\(store.backendName)"))
-        }
+    /// The coordinator and lock placement for this vault's store.
+    private func refreshCoordination() throws -> (coordinator: RefreshCoordinator, lock: RefreshLockPlacement.Lock) {
+        let placement = try store.refreshLockPlacement()
+        return (RefreshCoordinatorRegistry.shared.coordinator(for: placement.identity), placement.lock)
     }
 
     static func noToken(_ key: CredentialKey) -> VaultError {

@@ -82,6 +82,11 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
 
     public var backend: BackendKind { .secretService }
 
+    /// One Secret Service per user session: its processes meet in the runtime directory.
+    public func refreshLockPlacement() throws -> RefreshLockPlacement {
+        try .runtimeLockFiles(scope: "secret-service", identity: "secret-service")
+    }
+
     private let link: Link
     private let options: Options
     private let logger: Logger
