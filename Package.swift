@@ -10,37 +10,57 @@ import PackageDescription
 // of their own that depend on this one (`swift build --package-path Benchmarks`), and the example
 // client lives in Examples/.
 
+// Traits (SE-0450) keep what a dependent does not use out of its build and out of its
+// resolution: SwiftPM resolves no package that only a disabled trait's targets use (measured: a
+// package naming only the `TokenVault` product resolves swift-log alone, where it resolved 14
+// packages, postgres-nio, NIO, BoringSSL and swift-argument-parser among them, before the traits).
+// None is on by default. This repository's scripts pass them; see the README's "Building".
 let package = Package(
     name: "TokenVault",
     // MARK: - Products
     products: [
-        // The library: `Vault`, `CredentialStore` and its backends, `OAuthToken`, migration.
+        // The library: `Vault`, `CredentialStore` and its backends, `OAuthToken`, the OAuth client.
         .library(name: "TokenVault", targets: ["TokenVault"]),
-        // The command for administrators. It does not build or link postgres-nio: a command that
-        // names the postgres backend is handed over to `vault-postgres` (below), installed beside it.
-        .executable(name: "vault", targets: ["vault"]),
-        // The same command with the PostgreSQL backend built in.
-        .executable(name: "vault-postgres", targets: ["vault-postgres"]),
-        // The PostgreSQL backend for fleets. A product of its own: a package that uses only
-        // `TokenVault` does not build postgres-nio (SwiftPM builds a product's targets only).
+        // For users' tests (as swift-log ships InMemoryLogging): the conformance suite every
+        // CredentialStore passes, and a token endpoint in process (no socket) for refresh, rejection
+        // and 401 tests. `MemoryStore` itself is in TokenVault (TOKEN_VAULT_BACKEND=memory opens it).
+        .library(name: "TokenVaultTesting", targets: ["TokenVaultTesting"]),
+        // Moving tokens out of plain-defaults plists (`vault migrate` and its library API).
+        .library(name: "TokenVaultMigration", targets: ["TokenVaultMigration"]),
+        // The vault as a git credential helper (`vault git-credential` is a thin shell around it).
+        .library(name: "TokenVaultGit", targets: ["TokenVaultGit"]),
+        // The PostgreSQL backend for fleets; needs the Postgres trait (postgres-nio, NIO, BoringSSL).
         .library(name: "TokenVaultPostgres", targets: ["TokenVaultPostgres"]),
+        // The command for administrators; needs the CLI trait. It does not build or link
+        // postgres-nio: a command whose backend plan names postgres is handed over to
+        // `vault-postgres` (below), installed beside it.
+        .executable(name: "vault", targets: ["vault"]),
+        // The same command with the PostgreSQL backend registered.
+        .executable(name: "vault-postgres", targets: ["vault-postgres"]),
     ],
     traits: [
+        .trait(name: "Postgres", description: "Builds the TokenVaultPostgres product (postgres-nio, NIO, BoringSSL)."),
+        .trait(
+            name: "CLI", description: "Builds the vault and vault-postgres commands (swift-argument-parser).",
+            enabledTraits: ["Postgres"]),
         .trait(
             name: "Integration",
-            description: "Links the integration tests (Tests/Integration) into the test bundle. Scripts/test, which starts their daemons, enables it."
-        )
+            description: "Links the integration tests (Tests/Integration) into the test bundle. Scripts/test, which starts their daemons, enables it.",
+            enabledTraits: ["CLI"]
+        ),
+        .default(enabledTraits: []),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
-        // Only the `vault` command uses it; a package that depends on the library does not build it.
+        // Only with the CLI trait: the `vault` command.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        // `swift package generate-documentation` (the DocC catalog in Sources/TokenVault/Docs.docc).
-        // A command plugin only: a package that depends on TokenVault does not build it.
-        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
-        // Only TokenVaultPostgres (and the `vault` command, which offers `--backend postgres`) use it.
+        // Only with the Postgres trait: TokenVaultPostgres and `vault-postgres`.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
-    ],
+    ]
+        // `swift package generate-documentation` (the DocC catalog in Sources/TokenVault/Docs.docc):
+        // a command plugin, which no trait can hold back, so it is declared only for Scripts/docs.
+        + (Context.environment["TOKENVAULT_DOCS"] != nil
+            ? [.package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0")] : []),
     targets: []
 )
 
@@ -71,6 +91,13 @@ package.targets += [
     .target(name: "CCurl"),
     // One inline function, __builtin_prefetch, for the vault's index (Swift cannot spell it).
     .target(name: "CPrefetch"),
+    // The test kit for users' tests: StoreConformance and FakeTokenEndpoint (Swift Testing).
+    .target(name: "TokenVaultTesting", dependencies: ["TokenVault"]),
+    // Migration out of plain-defaults plists: a module of its own, so that a package that uses
+    // only TokenVault does not compile it.
+    .target(name: "TokenVaultMigration", dependencies: ["TokenVault"]),
+    // The git credential helper, likewise a module of its own.
+    .target(name: "TokenVaultGit", dependencies: ["TokenVault"]),
     // System library, imported `internal` only: no C type reaches the public API.
     .systemLibrary(
         name: "CSodium",
@@ -88,7 +115,7 @@ package.targets += [
         name: "TokenVaultPostgres",
         dependencies: [
             "TokenVault",
-            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
             .product(name: "Logging", package: "swift-log"),
         ]
     )
@@ -103,7 +130,9 @@ package.targets += [
         name: "VaultCLI",
         dependencies: [
             "TokenVault",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "TokenVaultGit",
+            "TokenVaultMigration",
+            .product(name: "ArgumentParser", package: "swift-argument-parser", condition: .when(traits: ["CLI"])),
         ]
     ),
     // Without postgres-nio, NIO and BoringSSL: measured, a cold file-vault `vault get` took 25 %
@@ -119,7 +148,7 @@ package.targets += [
     // directories, plist reading, and the conformance suite every backend passes.
     .target(
         name: "TokenVaultTestSupport",
-        dependencies: ["TokenVault"],
+        dependencies: ["TokenVault", "TokenVaultTesting"],
         path: "Tests/TokenVaultTestSupport"
     ),
     // Child processes the tests run (Tests/Helpers). Not products: `swift build --build-tests`
@@ -130,7 +159,7 @@ package.targets += [
     .executableTarget(name: "secret-service-check", dependencies: ["TokenVault"], path: "Tests/Helpers/secret-service-check"),
     //   tutorial-defaults: Foundation's own UserDefaults writes the shapes OAuth tutorials leave
     //   (migration tests, Scripts/demo).
-    .executableTarget(name: "tutorial-defaults", dependencies: ["TokenVault"], path: "Tests/Helpers/tutorial-defaults"),
+    .executableTarget(name: "tutorial-defaults", dependencies: ["TokenVault", "TokenVaultMigration"], path: "Tests/Helpers/tutorial-defaults"),
     //   refresh-stress: one process of the cross-process refresh tests.
     //   (with TOKEN_VAULT_BACKEND=postgres, one "host" of the cross-host tests: Tests/Integration/Postgres).
     .executableTarget(name: "refresh-stress", dependencies: ["TokenVault", "TokenVaultPostgres"], path: "Tests/Helpers/refresh-stress"),
@@ -146,13 +175,18 @@ package.targets += [
     // Unit tests: no daemon, no server. Plain `swift test` runs them.
     .testTarget(
         name: "TokenVaultTests",
-        dependencies: ["TokenVault", "TokenVaultTestSupport", "tutorial-defaults", "vault-file-stress"],
+        dependencies: [
+            "TokenVault", "TokenVaultGit", "TokenVaultMigration", "TokenVaultTesting", "TokenVaultTestSupport", "tutorial-defaults",
+            "vault-file-stress",
+        ],
         resources: [.copy("Fixtures")]
     ),
     // End-to-end tests of the `vault` binary, and of its parser in process (FastPathTests).
     .testTarget(
         name: "vaultTests",
-        dependencies: ["TokenVault", "TokenVaultTestSupport", "VaultCLI", "vault", "vault-postgres", "tutorial-defaults"]
+        dependencies: [
+            "TokenVault", "TokenVaultMigration", "TokenVaultTestSupport", "VaultCLI", "vault", "vault-postgres", "tutorial-defaults",
+        ]
     ),
     // Integration tests (Tests/Integration): the real gnome-keyring on a private D-Bus and the
     // test OAuth server (Tests/oauth-server), which Scripts/test starts. They are a library that
@@ -160,7 +194,9 @@ package.targets += [
     // Integration), so plain `swift test` runs the unit tests and says in one line how to run these.
     .target(
         name: "TokenVaultIntegration",
-        dependencies: ["TokenVault", "TokenVaultPostgres", "TokenVaultTestSupport"],
+        dependencies: [
+            "TokenVault", "TokenVaultGit", "TokenVaultMigration", "TokenVaultPostgres", "TokenVaultTesting", "TokenVaultTestSupport",
+        ],
         path: "Tests/Integration"
     ),
     .testTarget(

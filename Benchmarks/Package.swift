@@ -12,7 +12,8 @@ let package = Package(
         .executable(name: "tokenvault-bench", targets: ["tokenvault-bench"])
     ],
     dependencies: [
-        .package(name: "TokenVault", path: "../")
+        // The CLI trait builds the `vault` command, which the benchmark times beside the peers.
+        .package(name: "TokenVault", path: "../", traits: ["CLI"])
     ],
     targets: [
         .executableTarget(

@@ -35,7 +35,10 @@ let package = Package(
         .systemLibrary(name: "CSodiumFuzz", path: "CSodiumFuzz", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .target(
             name: "FuzzHarness",
-            dependencies: [.product(name: "TokenVault", package: "TokenVault"), "CSodiumFuzz"],
+            dependencies: [
+                .product(name: "TokenVault", package: "TokenVault"), .product(name: "TokenVaultMigration", package: "TokenVault"),
+                "CSodiumFuzz",
+            ],
             path: "FuzzHarness",
             swiftSettings: strict
         ),

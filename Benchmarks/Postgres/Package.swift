@@ -12,7 +12,7 @@ let package = Package(
         .executable(name: "tokenvault-postgres-bench", targets: ["tokenvault-postgres-bench"])
     ],
     dependencies: [
-        .package(name: "TokenVault", path: "../../"),
+        .package(name: "TokenVault", path: "../../", traits: ["Postgres"]),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [

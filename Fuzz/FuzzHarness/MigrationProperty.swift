@@ -1,5 +1,6 @@
 import Foundation
 public import TokenVault
+import TokenVaultMigration
 
 /// The property of FuzzMigrationDetector: arbitrary bytes as a defaults plist, migrated into a
 /// ``MemoryStore`` vault through the public API.

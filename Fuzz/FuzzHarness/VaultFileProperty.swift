@@ -1,9 +1,7 @@
 import Foundation
 public import TokenVault
 
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 /// The property of FuzzVaultFile: arbitrary bytes as a vault file (see ``VaultFileInput``),
 /// opened with a fixed key file through the public API.

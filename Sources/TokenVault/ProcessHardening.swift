@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 /// Keeps secrets in this process's memory from being copied out of it by the system: an opt-in
 /// for programs that hold tokens for a long time, such as a daemon or a desktop app.

@@ -16,7 +16,7 @@ public struct Vault: Sendable {
     public let store: any CredentialStore
     /// Which backend is in use and why.
     public let selection: BackendSelection
-    let logger: Logger
+    package let logger: Logger
 
     /// A vault over a store you made yourself, for example a ``MemoryStore`` in tests. Its
     /// ``selection`` reports the store's own ``CredentialStore/backend``.

@@ -34,7 +34,7 @@ public protocol VaultBackend: Sendable {
 
 /// The backends a program registered, beside TokenVault's own: the one table that
 /// ``BackendPlan`` consults.
-public enum VaultBackends {
+public enum VaultBackends: Sendable {
     private static let registry = Mutex<[BackendKind: any VaultBackend]>([:])
 
     /// Makes `backend` available to every ``BackendPlan`` and ``Vault/open(_:plan:logger:)`` of

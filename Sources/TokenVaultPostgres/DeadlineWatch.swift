@@ -1,3 +1,4 @@
+#if Postgres  // built with the package trait Postgres (postgres-nio); see Package.swift
 import Dispatch
 import Synchronization
 
@@ -95,3 +96,4 @@ final class DeadlineWatch: @unchecked Sendable {  // `state` is behind its mutex
         return .nanoseconds(Int(max(0, seconds)) * 1_000_000_000 + Int(max(0, attoseconds) / 1_000_000_000))
     }
 }
+#endif

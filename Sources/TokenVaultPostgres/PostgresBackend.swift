@@ -1,4 +1,5 @@
 // Owns: the PostgreSQL backend as a program registers it with TokenVault's backend plan.
+#if Postgres  // built with the package trait Postgres (postgres-nio); see Package.swift
 public import Logging
 public import TokenVault
 
@@ -83,3 +84,4 @@ extension PostgresStore: RekeyableStore, StatusReportingStore, ClosableStore {
             ])
     }
 }
+#endif

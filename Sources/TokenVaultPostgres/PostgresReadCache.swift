@@ -1,5 +1,6 @@
 // Owns: the optional read cache: sealed rows kept in process, invalidated by LISTEN/NOTIFY on a
 // connection of its own, and served only while that connection is known alive.
+#if Postgres  // built with the package trait Postgres (postgres-nio); see Package.swift
 import Foundation
 import Logging
 import PostgresNIO
@@ -212,3 +213,4 @@ final class PostgresReadCache: Sendable {
 
     struct ListenerEnded: Error {}
 }
+#endif

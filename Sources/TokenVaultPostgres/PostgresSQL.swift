@@ -1,5 +1,6 @@
 // Owns: bounded calls with reconnects, transactions, and the one mapping from database errors
 // to VaultError.
+#if Postgres  // built with the package trait Postgres (postgres-nio); see Package.swift
 import Foundation
 import TokenVault
 import PostgresNIO
@@ -245,3 +246,4 @@ extension PostgresConnection {
         for try await _ in rows {}
     }
 }
+#endif

@@ -1,5 +1,6 @@
 // Owns: the schema (created on first use, versioned) and the header row (KDF parameters, salt,
 // vault id, key check, MAC).
+#if Postgres  // built with the package trait Postgres (postgres-nio); see Package.swift
 import Foundation
 import TokenVault
 import PostgresNIO
@@ -258,3 +259,4 @@ enum PostgresSchema {
         VaultError(.integrityFailure, "\(vault) is damaged or was tampered with: \(detail). Restore it from a backup.")
     }
 }
+#endif

@@ -1,4 +1,5 @@
 // Owns: sealed rows made in bulk, for benchmarks that fill a table with real entries by SQL.
+#if Postgres  // built with the package trait Postgres (postgres-nio); see Package.swift
 public import Foundation
 public import TokenVault
 
@@ -31,3 +32,4 @@ extension PostgresStore {
         }
     }
 }
+#endif

@@ -1,4 +1,5 @@
 // Owns: the database URL (`TOKEN_VAULT_DATABASE_URL`), the password file, and the TLS policy.
+#if Postgres  // built with the package trait Postgres (postgres-nio); see Package.swift
 public import Foundation
 import TokenVault
 import PostgresNIO
@@ -188,3 +189,4 @@ extension PostgresStore {
         }
     }
 }
+#endif

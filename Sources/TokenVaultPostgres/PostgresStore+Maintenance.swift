@@ -1,4 +1,5 @@
 // Owns: the status of the database vault and the rekey of every row in one transaction.
+#if Postgres  // built with the package trait Postgres (postgres-nio); see Package.swift
 public import TokenVault
 import Foundation
 import PostgresNIO
@@ -89,3 +90,4 @@ extension PostgresStore {
         return count
     }
 }
+#endif

@@ -1,5 +1,6 @@
 // Owns: one refresh across hosts: the transaction-scoped advisory lock and the view of the store
 // that reads and writes inside it.
+#if Postgres  // built with the package trait Postgres (postgres-nio); see Package.swift
 import Foundation
 package import TokenVault
 import PostgresNIO
@@ -162,3 +163,4 @@ struct LockedView: CredentialStore {
 final class WrittenRows: Sendable {
     let rows = Mutex<[Data]>([])
 }
+#endif

@@ -1,4 +1,5 @@
 // Owns: the public PostgreSQL store: the CredentialStore API over sealed rows.
+#if Postgres  // built with the package trait Postgres (postgres-nio); see Package.swift
 public import Foundation
 public import Logging
 public import TokenVault
@@ -627,3 +628,4 @@ struct SaveCallStatement: PostgresPreparedStatement {
         try row.decode(Bool?.self)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import TokenVault
 
@@ -20,3 +21,4 @@ enum BackendArgument: String, CaseIterable, ExpressibleByArgument {
         }
     }
 }
+#endif

@@ -1,6 +1,7 @@
 // Owns: the entry point of both executables, and the handoff from `vault` (built without
 // postgres-nio) to `vault-postgres` (built with it) when the backend plan names a backend that
 // only the latter registers.
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import Foundation
 public import TokenVault
 
@@ -97,3 +98,4 @@ enum BackendHandoff {
             "The \(backend) backend is served by a separate program, \(program), which could not be run (\(failures.joined(separator: "; "))). Install the tokenvault package, or build it next to vault with `swift build --product \(program)`.")
     }
 }
+#endif

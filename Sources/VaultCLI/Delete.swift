@@ -1,3 +1,4 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import TokenVault
 
@@ -29,3 +30,4 @@ extension VaultCommand {
         }
     }
 }
+#endif

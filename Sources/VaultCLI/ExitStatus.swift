@@ -1,3 +1,4 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import TokenVault
 
 /// The exit codes of `vault`, and the one mapping from ``VaultError/Code-swift.struct`` to them.
@@ -47,3 +48,4 @@ enum ExitStatus {
               the command did before, such as saving a token, stays done
         """
 }
+#endif

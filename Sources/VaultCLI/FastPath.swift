@@ -1,3 +1,4 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import TokenVault
 
@@ -122,3 +123,4 @@ enum FastPath {
         return command
     }
 }
+#endif

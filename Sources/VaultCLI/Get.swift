@@ -1,3 +1,4 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import Foundation
 import TokenVault
@@ -91,3 +92,4 @@ extension VaultCommand {
         }
     }
 }
+#endif

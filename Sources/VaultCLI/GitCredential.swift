@@ -1,12 +1,10 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import Foundation
 import TokenVault
+import TokenVaultGit
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 extension VaultCommand {
     struct GitCredential: AsyncParsableCommand {
@@ -165,3 +163,4 @@ extension VaultCommand {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import Foundation
 import TokenVault
@@ -185,3 +186,4 @@ struct EntryArguments: ParsableArguments {
         }
     }
 }
+#endif

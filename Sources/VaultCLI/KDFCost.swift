@@ -1,3 +1,4 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import TokenVault
 
@@ -16,3 +17,4 @@ enum KDFCost: String, CaseIterable, ExpressibleByArgument {
         }
     }
 }
+#endif

@@ -1,6 +1,8 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import Foundation
 import TokenVault
+import TokenVaultMigration
 
 extension VaultCommand {
     struct Migrate: AsyncParsableCommand {
@@ -144,3 +146,4 @@ extension VaultCommand {
         }
     }
 }
+#endif

@@ -1,10 +1,7 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// Where `vault` writes: results to stdout, messages to stderr. Never a secret in a message.
 ///
@@ -91,3 +88,4 @@ struct OutputFailure: Error, CustomStringConvertible {
 
     var description: String { "Could not write to \(stream.rawValue): \(String(cString: strerror(errno)))." }
 }
+#endif

@@ -1,11 +1,8 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// The command line as bytes. `CommandLine.arguments` repairs bytes that are not UTF-8 into
 /// U+FFFD, so `caf\xE8` and `caf\xE9` would both arrive as `caf\u{FFFD}` and name the same entry:
@@ -33,3 +30,4 @@ enum RawArguments {
         VaultCommand.exit(withError: ExitCode(ExitStatus.usage))
     }
 }
+#endif

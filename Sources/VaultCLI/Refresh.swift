@@ -1,12 +1,9 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import Foundation
 import TokenVault
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 extension VaultCommand {
     struct Refresh: AsyncParsableCommand {
@@ -166,3 +163,4 @@ enum RefreshCLI {
         }
     }
 }
+#endif

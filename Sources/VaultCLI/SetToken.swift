@@ -1,12 +1,9 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import Foundation
 import TokenVault
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 extension VaultCommand {
     struct SetToken: AsyncParsableCommand {
@@ -173,3 +170,4 @@ extension VaultCommand {
         }
     }
 }
+#endif

@@ -1,8 +1,5 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
+import Glibc
 
 /// Stdin, stdout and stderr as `vault` starts.
 enum StandardStreams {
@@ -24,3 +21,4 @@ enum StandardStreams {
         }
     }
 }
+#endif

@@ -1,11 +1,8 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import Foundation
 import TokenVault
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// Reading secrets typed at a terminal: echo off, straight into secure memory, never a `String`.
 enum Terminal {
@@ -153,3 +150,4 @@ enum Terminal {
         }
     }
 }
+#endif

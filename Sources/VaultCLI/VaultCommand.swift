@@ -1,3 +1,4 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import Dispatch
 import TokenVault
@@ -106,3 +107,4 @@ private final class CommandBox: @unchecked Sendable {
         try await command.run()
     }
 }
+#endif

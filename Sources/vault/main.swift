@@ -1,6 +1,14 @@
 // The `vault` command without the PostgreSQL backend: postgres-nio, NIO and BoringSSL are not in
 // this binary, so a file or Secret Service command starts without loading them. A command whose
 // backend plan names postgres is handed over to `vault-postgres` (VaultCLI's BackendHandoff).
+#if CLI
 import VaultCLI
 
 VaultProgram.main()
+#else
+// Built without the package trait CLI, which brings swift-argument-parser: say how to build it.
+import Glibc
+
+fputs("vault was built without its command line; build it with: swift build --traits CLI --product vault\n", stderr)
+exit(70)
+#endif

@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -183,3 +184,4 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path))
     }
 }
+#endif

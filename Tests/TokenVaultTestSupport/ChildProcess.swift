@@ -3,9 +3,7 @@
 // stdout and stderr at once.
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 /// A child process started with `posix_spawn` and a clean signal state.
 ///

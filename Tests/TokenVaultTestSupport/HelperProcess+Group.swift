@@ -2,9 +2,7 @@
 // and cross-host refresh tests): each signals that it is ready with a file, then waits for a go file.
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 extension HelperProcess {
     /// One member of a group: how to run it, where its output goes, and the file it creates

@@ -2,9 +2,7 @@
 import Foundation
 import Testing
 
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 /// An executable of this package run in the background, its stdout and stderr going to files
 /// (so that no pipe can fill), waited for on a thread of its own.

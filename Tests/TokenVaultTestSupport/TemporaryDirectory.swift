@@ -1,9 +1,7 @@
 // Scratch directories: one private directory per test, removed when the test ends.
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 /// A private scratch directory (0700) for one test, removed when the test ends.
 final class TemporaryDirectory: @unchecked Sendable {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenVaultTesting
 @testable import TokenVaultTestSupport
 import TokenVault
 

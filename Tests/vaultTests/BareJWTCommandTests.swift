@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -28,3 +29,4 @@ import TokenVault
         #expect(both.status == 64, "\(both)")
     }
 }
+#endif

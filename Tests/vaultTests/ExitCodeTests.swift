@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -189,3 +190,4 @@ import Testing
         #expect(chosen.status == 0, "\(chosen)")
     }
 }
+#endif

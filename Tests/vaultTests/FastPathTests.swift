@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import ArgumentParser
 import Testing
 
@@ -142,3 +143,4 @@ import Testing
         #expect(FastPath.parse(line) == nil, "\(line)")
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -41,3 +42,4 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: sandbox.vaultFile.path))
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -110,3 +111,4 @@ import Testing
         #expect(lines[5] == "interactive moderate sensitive")
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -224,3 +225,4 @@ import Testing
 
         """
 }
+#endif

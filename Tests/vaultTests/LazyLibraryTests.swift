@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -87,3 +88,4 @@ import Testing
         #expect(result.stderr.contains("refused"), "\(result.stderr.suffix(400))")
     }
 }
+#endif

@@ -1,12 +1,9 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// `vault migrate` on plists written by Foundation's own `UserDefaults`, into a file vault.
 @Suite struct MigrateCommandTests {
@@ -231,3 +228,4 @@ import Testing
         #expect(try readPlist(url).dictionary["ghp"] == nil)
     }
 }
+#endif

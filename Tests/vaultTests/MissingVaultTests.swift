@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -115,3 +116,4 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: file.path))
     }
 }
+#endif

@@ -1,11 +1,10 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 @testable import TokenVault
 
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 /// Names on the command line are bytes: `vault` refuses those that are not UTF-8 instead of
 /// letting Swift repair them into U+FFFD (when `caf\xE8` silently overwrote `caf\xE9`), and it
@@ -57,3 +56,4 @@ import Testing
         #expect(!list.stdout.unicodeScalars.contains { (0x202A...0x202E).contains($0.value) || (0x2066...0x2069).contains($0.value) })
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -77,3 +78,4 @@ import Testing
         #expect(try Data(contentsOf: sandbox.vaultFile) == before, "nothing was written into the vault file")
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -34,3 +35,4 @@ import TokenVault
         #expect(kilobytes < 150_000, "peak RSS \(kilobytes) KiB")
     }
 }
+#endif

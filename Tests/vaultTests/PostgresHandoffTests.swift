@@ -1,10 +1,9 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 /// `vault` is built without the PostgreSQL backend (postgres-nio, NIO, BoringSSL), so that its
 /// file and Secret Service commands start without them (issue 17); a command that names the
@@ -63,3 +62,4 @@ import Testing
         #expect(version.status == 0, "\(version.stderr)")
     }
 }
+#endif

@@ -1,12 +1,9 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// Runs `vault` with a pseudo-terminal as its stdin and stderr, as a person at a terminal would:
 /// the test reads what the child shows (its prompts) from the master side and types there.
@@ -134,3 +131,4 @@ private struct PTYCalls {
         ptsname = try symbol("ptsname", as: (@convention(c) (Int32) -> UnsafeMutablePointer<CChar>?).self)
     }
 }
+#endif

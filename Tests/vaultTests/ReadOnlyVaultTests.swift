@@ -1,12 +1,9 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// A vault file the user may read but not write (0400, or on a read-only mount) can still be
 /// read; writing to it fails with a clear permission error and changes nothing. The commands
@@ -42,3 +39,4 @@ import Testing
         #expect(try Data(contentsOf: sandbox.vaultFile) == before, "a refused write changed the vault")
     }
 }
+#endif

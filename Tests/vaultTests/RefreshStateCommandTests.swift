@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -88,3 +89,4 @@ import TokenVault
         }
     }
 }
+#endif

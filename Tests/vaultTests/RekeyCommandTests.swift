@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -103,3 +104,4 @@ import Testing
         #expect(try sandbox.vault("get", "github").stdout == "gho_fakeFakeFake\n")
     }
 }
+#endif

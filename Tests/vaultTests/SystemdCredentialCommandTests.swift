@@ -1,10 +1,9 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 /// `vault` run as a systemd service runs it: the key in `$CREDENTIALS_DIRECTORY` and no other
 /// setting. The directory is a scratch one, as systemd would make it (0700 directory, 0400 file);
@@ -185,3 +184,4 @@ extension SystemdCredentialCommandTests {
         #expect(stale.status == 4, "the old key still opens the vault: \(stale)")
     }
 }
+#endif

@@ -1,10 +1,9 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 /// A service with `User=` or `DynamicUser=` gets its credentials as systemd's exec-credential.c
 /// (write_credential) leaves them: owned by root (the service manager), mode 0400, with an ACL
@@ -89,3 +88,4 @@ struct SystemdServiceUserTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -67,3 +68,4 @@ import TokenVault
         #expect(result.stdout.contains("entries:"))
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -215,3 +216,4 @@ import TokenVault
         #expect(try sandbox.vault("get", "github").stdout == "gho_fakeEnv1\n")
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -17,3 +18,4 @@ import TokenVault
         #expect(try sandbox.vault("get", "github").status == 2)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -32,3 +33,4 @@ import Testing
         #expect(after.stdout.contains("entries:            2"), "\(after)")
     }
 }
+#endif

@@ -1,8 +1,6 @@
 import Foundation
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// CLOCK_MONOTONIC in nanoseconds. Python's `time.monotonic_ns()` reads the same clock, so
 /// timestamps from several processes can be compared.

@@ -1,9 +1,7 @@
 import Foundation
 @_spi(Benchmarks) import TokenVault
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// The workloads of issue 7, each driving the library through its public API only.
 enum Workloads {

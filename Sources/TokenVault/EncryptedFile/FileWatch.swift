@@ -3,9 +3,7 @@
 // (the name replaced, moved or removed). No event since a check that found the in-memory state
 // current means the state is still current; any event, or any doubt, means "check with stat".
 internal import Dispatch
-#if canImport(Glibc)
 internal import Glibc
-#endif
 
 /// A cheap "has anything happened?" for ``VaultFile``'s read path.
 ///

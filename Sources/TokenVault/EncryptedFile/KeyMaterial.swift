@@ -1,7 +1,5 @@
 // Owns: reading key files and passphrase files into secure memory, and their checks.
-#if canImport(Glibc)
 internal import Glibc
-#endif
 
 /// Reads key files and passphrase files straight into secure memory, and turns a
 /// ``VaultConfiguration/KeySource`` into what unlocks a vault.

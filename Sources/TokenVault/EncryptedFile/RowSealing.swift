@@ -3,6 +3,7 @@
 // duplicated: keys come from KeyMaterial and VaultKeys, records are SealedRecord plaintexts sealed
 // with Sodium's XChaCha20-Poly1305, exactly as in the file.
 package import Foundation
+internal import Synchronization
 
 /// A key or passphrase read from a ``VaultConfiguration/KeySource``, in secure memory.
 package struct RowSealingSecret: Sendable {
@@ -153,24 +154,18 @@ package final class RowSealingKeys: Sendable {
 /// A few ``SecureBuffer``s lent out one caller at a time: a caller takes one (or makes one when
 /// all are lent), uses it, and gives it back wiped. At most ``kept`` stay allocated; a buffer that
 /// grew past ``keptCapacity`` (a large secret) is freed instead of kept.
-private final class ScratchPool: @unchecked Sendable {
-    // @unchecked: `idle` is read and changed only under `lock`, and a buffer taken from it is used
-    // by one caller until it is given back.
-    private let lock = NSLock()
-    private var idle: [SecureBuffer] = []
+private final class ScratchPool: Sendable {
+    /// The buffers not lent out; a buffer taken from here is used by one caller until given back.
+    private let idle = Mutex<[SecureBuffer]>([])
     private static let kept = 4
     private static let keptCapacity = 64 * 1024
 
     func withBytes<Result>(count: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> Result) throws -> Result {
-        lock.lock()
-        let taken = idle.popLast()
-        lock.unlock()
+        let taken = idle.withLock { $0.popLast() }
         let buffer = try taken ?? SecureBuffer(capacity: max(count, 1024))
         defer {
             if buffer.capacity <= Self.keptCapacity {
-                lock.lock()
-                if idle.count < Self.kept { idle.append(buffer) }
-                lock.unlock()
+                idle.withLock { if $0.count < Self.kept { $0.append(buffer) } }
             }
         }
         // SecureBuffer.withBytes wipes the bytes it lent before it returns.

@@ -1,5 +1,4 @@
 // Owns: the public secure-memory byte container (sodium_malloc, wiped when freed).
-internal import CSodium
 
 /// Key material and other secrets, kept in memory that libsodium guards.
 ///
@@ -32,15 +31,15 @@ public final class SecretBytes: @unchecked Sendable, Equatable, CustomStringConv
             pointer = nil
             return
         }
-        guard let memory = sodium_malloc(count) else {
+        guard let memory = Sodium.secureAllocate(count) else {
             throw VaultError(.io, "Could not allocate \(count) bytes of secure memory.")
         }
-        sodium_memzero(memory, count)
+        Sodium.wipe(memory, count: count)
         pointer = memory
         do {
             try initializer(UnsafeMutableRawBufferPointer(start: memory, count: count))
         } catch {
-            sodium_free(memory)  // sodium_free wipes before freeing
+            Sodium.secureFree(memory)  // sodium_free wipes before freeing
             throw error
         }
     }
@@ -48,12 +47,12 @@ public final class SecretBytes: @unchecked Sendable, Equatable, CustomStringConv
     /// `count` random bytes from libsodium's CSPRNG.
     public static func random(count: Int) throws -> SecretBytes {
         try SecretBytes(count: count) { buffer in
-            if let base = buffer.baseAddress { randombytes_buf(base, buffer.count) }
+            Sodium.fillRandom(buffer)
         }
     }
 
     deinit {
-        if let pointer { sodium_free(pointer) }
+        if let pointer { Sodium.secureFree(pointer) }
     }
 
     /// Calls `body` with a read-only view of the secret. Do not let the pointer escape.
@@ -65,7 +64,7 @@ public final class SecretBytes: @unchecked Sendable, Equatable, CustomStringConv
     public static func == (lhs: SecretBytes, rhs: SecretBytes) -> Bool {
         guard lhs.count == rhs.count else { return false }
         guard lhs.count > 0, let left = lhs.pointer, let right = rhs.pointer else { return true }
-        return sodium_memcmp(left, right, lhs.count) == 0
+        return Sodium.constantTimeEqual(left, right, count: lhs.count)
     }
 
     public var description: String { "SecretBytes(\(count) bytes, redacted)" }

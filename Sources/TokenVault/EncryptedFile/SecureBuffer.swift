@@ -1,12 +1,13 @@
 // Owns: reusable secure scratch memory for plaintext, wiped after every use.
-internal import CSodium
 
 /// A growable scratch buffer in `sodium_malloc` memory, for plaintext that exists only briefly:
 /// records being built before sealing and records just opened.
 ///
 /// It is not `Sendable`: each owner uses it under its own lock. It is wiped after every use by
 /// ``withBytes(count:_:)`` and again when freed.
-final class SecureBuffer {
+// @unchecked: it owns a `sodium_malloc` pointer, which Swift cannot check; one caller uses it at
+// a time (ScratchPool lends it out and takes it back).
+final class SecureBuffer: @unchecked Sendable {
     private var pointer: UnsafeMutableRawPointer?
     private(set) var capacity: Int = 0
 
@@ -16,16 +17,16 @@ final class SecureBuffer {
     }
 
     deinit {
-        if let pointer { sodium_free(pointer) }
+        if let pointer { Sodium.secureFree(pointer) }
     }
 
     private func reserve(_ count: Int) throws {
         guard count > capacity else { return }
         let newCapacity = max(count, capacity * 2)
-        guard let memory = sodium_malloc(newCapacity) else {
+        guard let memory = Sodium.secureAllocate(newCapacity) else {
             throw VaultError(.io, "Could not allocate \(newCapacity) bytes of secure memory.")
         }
-        if let pointer { sodium_free(pointer) }
+        if let pointer { Sodium.secureFree(pointer) }
         pointer = memory
         capacity = newCapacity
     }
@@ -34,7 +35,7 @@ final class SecureBuffer {
     func withBytes<Result>(count: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> Result) throws -> Result {
         try reserve(max(count, 1))
         let buffer = UnsafeMutableRawBufferPointer(start: pointer, count: count)
-        defer { sodium_memzero(pointer!, count) }
+        defer { Sodium.wipe(pointer!, count: count) }
         return try body(buffer)
     }
 }

@@ -1,8 +1,9 @@
 // Owns: the libsodium calls of the library (init, AEAD, KDF, Argon2id, hashing, encoding).
 internal import CSodium
+import Foundation
 
-/// libsodium, reached only through here: initialisation, randomness, BLAKE2b, subkeys, Argon2id
-/// and XChaCha20-Poly1305. C types stay inside this file and ``SecretBytes``.
+/// libsodium, reached only through here (the one file that imports CSodium): initialisation,
+/// secure memory, randomness, BLAKE2b, SHA-256, subkeys, Argon2id and XChaCha20-Poly1305.
 enum Sodium {
     private static let initialized: Bool = sodium_init() >= 0
 
@@ -42,6 +43,34 @@ enum Sodium {
         assert(crypto_pwhash_saltbytes() == saltBytes)
     }
 
+    // MARK: Secure memory
+
+    /// `count` bytes of guarded memory (`sodium_malloc`: guard pages, `mlock`ed, never in a core
+    /// dump where the kernel allows), or `nil` when none can be had.
+    static func secureAllocate(_ count: Int) -> UnsafeMutableRawPointer? {
+        sodium_malloc(count)
+    }
+
+    /// Frees memory from ``secureAllocate(_:)``; `sodium_free` wipes it first.
+    static func secureFree(_ pointer: UnsafeMutableRawPointer) {
+        sodium_free(pointer)
+    }
+
+    /// Wipes `count` bytes at `pointer`, in a way the compiler cannot drop.
+    static func wipe(_ pointer: UnsafeMutableRawPointer, count: Int) {
+        sodium_memzero(pointer, count)
+    }
+
+    /// Constant-time comparison of `count` bytes.
+    static func constantTimeEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, count: Int) -> Bool {
+        sodium_memcmp(a, b, count) == 0
+    }
+
+    /// Fills `buffer` with random bytes (for secrets too: libsodium's CSPRNG).
+    static func fillRandom(_ buffer: UnsafeMutableRawBufferPointer) {
+        if let base = buffer.baseAddress { randombytes_buf(base, buffer.count) }
+    }
+
     // MARK: Randomness
 
     /// Non-secret random bytes: salts, file ids, nonces.
@@ -72,6 +101,22 @@ enum Sodium {
 
     static func hash(_ input: [UInt8], key: SecretBytes? = nil) -> [UInt8] {
         input.withUnsafeBytes { hash($0, key: key) }
+    }
+
+    /// Unkeyed BLAKE2b with a 16-byte output: short names for lock files and rejected tokens.
+    static func shortHash(_ input: Data) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: 16)
+        input.withUnsafeBytes { raw in
+            _ = crypto_generichash(&digest, digest.count, raw.bindMemory(to: UInt8.self).baseAddress, UInt64(raw.count), nil, 0)
+        }
+        return digest
+    }
+
+    /// SHA-256 (the PKCE challenge, RFC 7636).
+    static func sha256(_ input: [UInt8]) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: 32)
+        _ = crypto_hash_sha256(&digest, input, UInt64(input.count))
+        return digest
     }
 
     /// Subkey number `id` of `master` (`crypto_kdf_derive_from_key`, context `TokVault`).

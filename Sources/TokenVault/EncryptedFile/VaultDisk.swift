@@ -5,9 +5,7 @@
 internal import Foundation
 internal import Logging
 
-#if canImport(Glibc)
 internal import Glibc
-#endif
 
 /// The `<vault>.lock` file. Writers hold its `flock` exclusively, readers shared.
 ///

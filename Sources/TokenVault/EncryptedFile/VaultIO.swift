@@ -1,10 +1,6 @@
 // Owns: the vault file's system calls with their errors in vault words. Each is one
 // ``SystemCall`` whose ``Errno`` becomes a ``VaultError`` naming the operation and the path.
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 enum VaultIO {
     static func open(_ path: String, flags: Int32, mode: UInt32 = 0o600) throws -> Int32 {

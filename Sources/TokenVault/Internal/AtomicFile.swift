@@ -2,19 +2,20 @@
 // rewrite) and creating a directory with its missing parents. One recipe for both callers:
 // a unique temporary file in the same directory, write, `fsync`, `rename`, `fsync` the directory.
 internal import Foundation
-internal import Logging
+package import Logging
 
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
-enum AtomicFile {
+package enum AtomicFile {
     /// Who owns the replacement and its permission bits; `nil` owner means this process's user.
-    struct Attributes {
-        var mode: UInt32 = 0o600
-        var owner: (user: UInt32, group: UInt32)?
+    package struct Attributes {
+        package var mode: UInt32 = 0o600
+        package var owner: (user: UInt32, group: UInt32)?
+
+        package init(mode: UInt32 = 0o600, owner: (user: UInt32, group: UInt32)? = nil) {
+            self.mode = mode
+            self.owner = owner
+        }
     }
 
     /// Replaces `path` with `bytes`: a new file `.<name>.tmp-<random>` in the same directory
@@ -28,7 +29,7 @@ enum AtomicFile {
     ///
     /// - Parameter consequence: what a full disk leaves behind, for the `diskFull` message.
     /// - Returns: The error of the directory `fsync` after the rename, or `nil`.
-    static func replace(
+    package static func replace(
         _ path: String, with bytes: UnsafeRawBufferPointer, attributes: Attributes = Attributes(),
         diskFull consequence: String = VaultError.vaultKeepsLastState, logger: Logger? = nil,
         beforeRename: () throws -> Void = {}
@@ -78,7 +79,7 @@ enum AtomicFile {
         }
     }
 
-    static func replace(
+    package static func replace(
         _ path: String, with bytes: [UInt8], attributes: Attributes = Attributes(),
         diskFull consequence: String = VaultError.vaultKeepsLastState, logger: Logger? = nil,
         beforeRename: () throws -> Void = {}
@@ -89,14 +90,14 @@ enum AtomicFile {
     }
 
     /// Temporary files for `path` are `.<name>.tmp-<random>` in the same directory.
-    static func temporaryPrefix(for path: String) -> String {
+    package static func temporaryPrefix(for path: String) -> String {
         "." + (path.split(separator: "/").last.map(String.init) ?? "file") + ".tmp-"
     }
 
     /// Removes temporary files that a process killed during a replacement of `path` left
     /// behind. Only safe while the caller excludes every other replacement (the vault's
     /// exclusive lock). A failure is logged: the leftovers are harmless and never read.
-    static func removeAbandonedTemporaries(of path: String, logger: Logger) {
+    package static func removeAbandonedTemporaries(of path: String, logger: Logger) {
         let directory = parentDirectory(of: path)
         let prefix = temporaryPrefix(for: path)
         let names: [String]
@@ -119,7 +120,7 @@ enum AtomicFile {
     }
 
     /// Creates `path` and any missing parents with mode `0700`. Existing directories are left as they are.
-    static func makeDirectories(_ path: String) throws {
+    package static func makeDirectories(_ path: String) throws {
         if let existing = try withErrnoMapped("inspect", path, { try SystemCall.stat(path) }) {
             guard existing.isDirectory else { throw VaultError(.io, "\(path) exists and is not a directory.") }
             return
@@ -130,7 +131,7 @@ enum AtomicFile {
     }
 
     /// The directory part of `path`: `"."` for a bare name, `"/"` for a name at the root.
-    static func parentDirectory(of path: String) -> String {
+    package static func parentDirectory(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         if slash == path.startIndex { return "/" }
         return String(path[..<slash])

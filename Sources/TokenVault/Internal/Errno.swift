@@ -1,12 +1,6 @@
 // Owns: the Swift name for a C `errno` value (swift-system's `Errno` style) that every call of
 // ``SystemCall`` throws. It knows nothing about vaults, plists or locks.
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 /// A C `errno` value. The lowest layer throws it; callers that know what the file was turn it
 /// into a ``VaultError``. It is also kept as the `underlying` error of that ``VaultError``.

@@ -2,13 +2,7 @@
 // policy: `EINTR` is retried everywhere except `close`, and failure is a thrown ``Errno``.
 // Nothing here knows what a file is for; callers turn an ``Errno`` into a ``VaultError``
 // (see `VaultError+Errno.swift`). Calls that change files pass through ``FileOperationHooks``.
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 // File-scope names for the C calls whose names the `SystemCall` members shadow.
 private typealias CStat = stat
@@ -23,7 +17,7 @@ private func cFlock(_ fd: Int32, _ operation: Int32) -> Int32 { flock(fd, operat
 package enum SystemCall {
     /// Runs `body` until it does not fail with `EINTR`; throws the `errno` of any other `-1`.
     @discardableResult
-    static func retrying<Result: FixedWidthInteger>(_ body: () -> Result) throws(Errno) -> Result {
+    package static func retrying<Result: FixedWidthInteger>(_ body: () -> Result) throws(Errno) -> Result {
         while true {
             let result = body()
             if result != -1 { return result }
@@ -95,7 +89,7 @@ package enum SystemCall {
     }
 
     /// The canonical absolute path of an existing `path`: every symbolic link, `.` and `..` resolved.
-    static func realPath(_ path: String) throws(Errno) -> String {
+    package static func realPath(_ path: String) throws(Errno) -> String {
         guard let resolved = Glibc.realpath(path, nil) else { throw Errno.current }
         defer { free(resolved) }
         return String(cString: resolved)
@@ -104,7 +98,7 @@ package enum SystemCall {
     // MARK: Descriptors
 
     /// Opens `path` (always `O_CLOEXEC`). `O_CREAT` counts as a file change for the hooks.
-    static func open(_ path: String, _ flags: Int32, mode: UInt32 = 0o600) throws(Errno) -> Int32 {
+    package static func open(_ path: String, _ flags: Int32, mode: UInt32 = 0o600) throws(Errno) -> Int32 {
         if flags & O_CREAT != 0 { try FileOperationHooks.before(.create(path: path)) }
         let fd = try retrying { Glibc.open(path, flags | O_CLOEXEC, mode_t(mode)) }
         if flags & O_CREAT != 0 { FileOperationHooks.after(.create(path: path)) }
@@ -112,7 +106,7 @@ package enum SystemCall {
     }
 
     /// Opens `path`, or returns `nil` if it does not exist.
-    static func openIfExists(_ path: String, _ flags: Int32) throws(Errno) -> Int32? {
+    package static func openIfExists(_ path: String, _ flags: Int32) throws(Errno) -> Int32? {
         do {
             return try open(path, flags & ~O_CREAT)
         } catch .noSuchFileOrDirectory {
@@ -135,7 +129,7 @@ package enum SystemCall {
     }
 
     /// Fills `buffer` from `offset`, or fewer bytes at end of file. Returns how many.
-    static func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(Errno) -> Int {
+    package static func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(Errno) -> Int {
         var done = 0
         while done < buffer.count {
             let n = try retrying {
@@ -148,7 +142,7 @@ package enum SystemCall {
     }
 
     /// Reads `[offset, offset + count)` into a new array, or less at end of file.
-    static func read(_ fd: Int32, at offset: Int64, count: Int) throws(Errno) -> [UInt8] {
+    package static func read(_ fd: Int32, at offset: Int64, count: Int) throws(Errno) -> [UInt8] {
         guard count > 0 else { return [] }
         var bytes = [UInt8](repeating: 0, count: count)
         var result: Result<Int, Errno> = .success(0)
@@ -163,7 +157,7 @@ package enum SystemCall {
     /// The end of the data worth reading in `[offset, size)`: `size`, or where a hole begins
     /// that runs to the end of the file (a sparse tail, which reads as zeros). File systems
     /// without `seekHole` report no holes.
-    static func endOfData(_ fd: Int32, from offset: Int64, size: Int64) -> Int64 {
+    package static func endOfData(_ fd: Int32, from offset: Int64, size: Int64) -> Int64 {
         var hole = Int64(Glibc.lseek(fd, off_t(offset), seekHole))
         while hole >= 0 && hole < size {
             let data = Int64(Glibc.lseek(fd, off_t(hole), seekData))
@@ -176,7 +170,7 @@ package enum SystemCall {
     // MARK: Writing
 
     /// Writes all of `bytes` at `offset` of `fd` (opened from `path`), looping over short writes.
-    static func pwriteAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64, path: String) throws(Errno) {
+    package static func pwriteAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64, path: String) throws(Errno) {
         let operation = FileOperationHooks.isActive ? FileOperation.write(path: path, offset: offset, bytes: Array(bytes)) : nil
         if let operation { try FileOperationHooks.before(operation) }
         var done = 0
@@ -189,45 +183,45 @@ package enum SystemCall {
         if let operation { FileOperationHooks.after(operation) }
     }
 
-    static func truncate(_ fd: Int32, to size: Int64, path: String) throws(Errno) {
+    package static func truncate(_ fd: Int32, to size: Int64, path: String) throws(Errno) {
         try hooked(.truncate(path: path, size: size)) { Glibc.ftruncate(fd, off_t(size)) }
     }
 
     /// `fdatasync`: the data and the size, which is all an append needs.
-    static func syncData(_ fd: Int32, path: String) throws(Errno) {
+    package static func syncData(_ fd: Int32, path: String) throws(Errno) {
         try hooked(.sync(path: path)) { Glibc.fdatasync(fd) }
     }
 
     /// `fsync`: data and metadata.
-    static func sync(_ fd: Int32, path: String) throws(Errno) {
+    package static func sync(_ fd: Int32, path: String) throws(Errno) {
         try hooked(.sync(path: path)) { Glibc.fsync(fd) }
     }
 
     /// `fsync`s a directory, so that a rename or a creation in it survives a crash.
-    static func syncDirectory(_ path: String) throws(Errno) {
+    package static func syncDirectory(_ path: String) throws(Errno) {
         let fd = try open(path, O_RDONLY | O_DIRECTORY)
         defer { close(fd) }
         try hooked(.syncDirectory(path: path)) { Glibc.fsync(fd) }
     }
 
-    static func rename(_ from: String, to: String) throws(Errno) {
+    package static func rename(_ from: String, to: String) throws(Errno) {
         try hooked(.rename(from: from, to: to)) { Glibc.rename(from, to) }
     }
 
-    static func unlink(_ path: String) throws(Errno) {
+    package static func unlink(_ path: String) throws(Errno) {
         try hooked(.unlink(path: path)) { Glibc.unlink(path) }
     }
 
-    static func chmod(_ fd: Int32, _ mode: UInt32) throws(Errno) {
+    package static func chmod(_ fd: Int32, _ mode: UInt32) throws(Errno) {
         try retrying { Glibc.fchmod(fd, mode_t(mode)) }
     }
 
-    static func chown(_ fd: Int32, owner: UInt32, group: UInt32) throws(Errno) {
+    package static func chown(_ fd: Int32, owner: UInt32, group: UInt32) throws(Errno) {
         try retrying { Glibc.fchown(fd, uid_t(owner), gid_t(group)) }
     }
 
     /// Creates one directory; `false` if something already exists at `path`.
-    static func makeDirectory(_ path: String, mode: UInt32 = 0o700) throws(Errno) -> Bool {
+    package static func makeDirectory(_ path: String, mode: UInt32 = 0o700) throws(Errno) -> Bool {
         do {
             try hooked(.makeDirectory(path: path)) { Glibc.mkdir(path, mode_t(mode)) }
             return true
@@ -239,7 +233,7 @@ package enum SystemCall {
     // MARK: Locks
 
     /// Takes a `flock` lock, or returns `false` at once if another descriptor holds a conflicting one.
-    static func tryLock(_ fd: Int32, exclusive: Bool) throws(Errno) -> Bool {
+    package static func tryLock(_ fd: Int32, exclusive: Bool) throws(Errno) -> Bool {
         do {
             try retrying { cFlock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) }
             return true
@@ -249,11 +243,11 @@ package enum SystemCall {
     }
 
     /// Takes a `flock` lock, waiting as long as it takes. Call it off the cooperative pool.
-    static func lock(_ fd: Int32, exclusive: Bool) throws(Errno) {
+    package static func lock(_ fd: Int32, exclusive: Bool) throws(Errno) {
         try retrying { cFlock(fd, exclusive ? LOCK_EX : LOCK_SH) }
     }
 
-    static func unlock(_ fd: Int32) throws(Errno) {
+    package static func unlock(_ fd: Int32) throws(Errno) {
         try retrying { cFlock(fd, LOCK_UN) }
     }
 

@@ -4,10 +4,10 @@
 // those cases first.
 extension VaultError {
     /// What a failed file write leaves behind, for the `diskFull` message.
-    static let vaultKeepsLastState = "The vault keeps its last complete state"
+    package static let vaultKeepsLastState = "The vault keeps its last complete state"
 
     /// The ``VaultError`` for `errno` after `operation` on `path` failed.
-    static func system(
+    package static func system(
         _ errno: Errno, _ operation: String, _ path: String, diskFull consequence: String = vaultKeepsLastState
     ) -> VaultError {
         if errno.isPermission {

@@ -1,11 +1,6 @@
 public import Foundation
-internal import CSodium
 
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 /// The authorization code grant with PKCE (RFC 7636) for a desktop: a loopback redirect on
 /// `127.0.0.1` with a random port (RFC 8252 §7.3), a random `state` checked on return, and a
@@ -101,18 +96,13 @@ public struct AuthorizationCodeLogin: Sendable {
     /// `count` random bytes, base64url without padding (RFC 7636 §4.1: 43 characters for 32 bytes).
     static func randomToken(_ count: Int) throws -> String {
         try Sodium.ensureInitialized()
-        var bytes = [UInt8](repeating: 0, count: count)
-        randombytes_buf(&bytes, count)
-        return base64URL(Data(bytes))
+        return base64URL(Data(Sodium.randomBytes(count)))
     }
 
     /// `BASE64URL(SHA256(verifier))` (RFC 7636 §4.2).
     static func challenge(_ verifier: String) throws -> String {
         try Sodium.ensureInitialized()
-        var digest = [UInt8](repeating: 0, count: 32)
-        let input = Array(verifier.utf8)
-        _ = crypto_hash_sha256(&digest, input, UInt64(input.count))
-        return base64URL(Data(digest))
+        return base64URL(Data(Sodium.sha256(Array(verifier.utf8))))
     }
 
     static func base64URL(_ data: Data) -> String {
@@ -127,11 +117,7 @@ final class LoopbackListener: @unchecked Sendable {
     let port: UInt16
 
     init() throws {
-        #if canImport(Glibc)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        #else
-        let fd = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
         guard fd >= 0 else { throw Self.failure("create a socket") }
         descriptor = fd
         var address = sockaddr_in()

@@ -23,4 +23,14 @@ enum FormEncoding {
     static func body(_ fields: [(String, String)]) -> Data {
         Data(fields.map { "\(encode($0.0))=\(encode($0.1))" }.joined(separator: "&").utf8)
     }
+
+    /// The fields of a form body, in order; a field that does not decode is left out.
+    static func decode(_ body: String) -> [(name: String, value: String)] {
+        body.split(separator: "&").compactMap { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let decode = { (text: Substring) in String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding }
+            guard let name = decode(parts[0]), let value = decode(parts.count > 1 ? parts[1] : "") else { return nil }
+            return (name, value)
+        }
+    }
 }

@@ -1,8 +1,6 @@
 import Foundation
 internal import CCurl
-#if canImport(Glibc)
 internal import Glibc
-#endif
 
 /// Sends OAuth requests to a token endpoint (and a device authorization endpoint) the way the
 /// RFCs want, and turns every answer into a token or a typed ``VaultError``.
@@ -33,19 +31,24 @@ public struct TokenEndpointClient: Sendable {
     public var maximumRetryAfter: Duration
     /// The clock for token times, back-offs and device polling.
     public var clock: VaultClock
+    /// How requests are sent: `nil` is TokenVault's built-in transport (libcurl); an app can give
+    /// its own HTTP stack, and a unit test `TokenVaultTesting`'s `FakeTokenEndpoint`.
+    public var transport: (any TokenTransport)?
 
     public init(
         requestTimeout: Duration = .seconds(30),
         maximumAttempts: Int = 3,
         initialBackoff: Duration = .milliseconds(500),
         maximumRetryAfter: Duration = .seconds(60),
-        clock: VaultClock = .system
+        clock: VaultClock = .system,
+        transport: (any TokenTransport)? = nil
     ) {
         self.requestTimeout = requestTimeout
         self.maximumAttempts = max(1, maximumAttempts)
         self.initialBackoff = initialBackoff
         self.maximumRetryAfter = maximumRetryAfter
         self.clock = clock
+        self.transport = transport
     }
 
     // MARK: The refresh grant
@@ -118,17 +121,19 @@ public struct TokenEndpointClient: Sendable {
         let body = FormEncoding.body(fields)
 
         let where_ = "The \(role) \(RefreshDescription.safe(url))"
-        do {
-            try HTTPTransport.require()
-        } catch let error as VaultError {
-            throw VaultError(.networkFailure, "\(where_) cannot be asked: \(error.message)", underlying: error)
+        if transport == nil {
+            do {
+                try HTTPTransport.require()
+            } catch let error as VaultError {
+                throw VaultError(.networkFailure, "\(where_) cannot be asked: \(error.message)", underlying: error)
+            }
         }
         var lastReason = ""
         for attempt in 1...maximumAttempts {
             try Task.checkCancellation()
             var wait: Duration?
             do {
-                let response = try await HTTPTransport.post(url, headers: headers, body: body, timeout: requestTimeout)
+                let response = try await send(url, headers: headers, body: body)
                 let receivedAt = clock.now()
                 let status = response.status
                 guard status >= 100 else {
@@ -189,6 +194,25 @@ public struct TokenEndpointClient: Sendable {
         throw VaultError(
             .networkFailure,
             "\(where_) failed \(maximumAttempts) time(s); the last attempt: \(lastReason). Check the network and the endpoint, then try again.")
+    }
+
+    /// One request through the app's transport, or the built-in one.
+    private func send(_ url: URL, headers: [String], body: Data) async throws -> HTTPTransport.Response {
+        guard let transport else {
+            return try await HTTPTransport.post(url, headers: headers, body: body, timeout: requestTimeout)
+        }
+        let fields = headers.compactMap { line -> (name: String, value: String)? in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            return value.isEmpty ? nil : (String(line[..<colon]), value)  // "Expect:" is curl's, not a field
+        }
+        let answer = try await transport.send(
+            TokenTransportRequest(url: url, headers: fields, body: body, timeout: requestTimeout))
+        guard answer.body.count <= HTTPTransport.maximumBodySize else {
+            throw VaultError(
+                .httpError, "The answer of \(RefreshDescription.safe(url)) has a body of more than \(HTTPTransport.maximumBodySize) bytes, which is not an OAuth response.")
+        }
+        return HTTPTransport.Response(status: answer.status, headers: answer.headers, body: answer.body)
     }
 
     /// What an OAuth error response means for the caller.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Single flight per key inside one process: concurrent callers that find the same key stale
 /// share one refresh, and different keys refresh in parallel.
@@ -72,36 +73,38 @@ actor RefreshCoordinator {
 /// reused address never inherits an old one's flights). A store that is a value type has no
 /// identity; it gets a coordinator of its own per call, and its refreshes are still serialised
 /// by the cross-process lock.
-final class RefreshCoordinatorRegistry: @unchecked Sendable {
+final class RefreshCoordinatorRegistry: Sendable {
     static let shared = RefreshCoordinatorRegistry()
 
-    private struct Entry {
+    /// `@unchecked`: `owner` is a store (every `CredentialStore` is Sendable), held weakly only
+    /// to compare its identity; `AnyObject` cannot say that it is Sendable.
+    private struct Entry: @unchecked Sendable {
         weak var owner: AnyObject?
         let ownedByObject: Bool
         let coordinator: RefreshCoordinator
     }
 
-    // Guarded by `lock`. NSLock rather than Mutex keeps the package building for macOS 13.
-    private let lock = NSLock()
-    private var entries: [String: Entry] = [:]
+    private let entries = Mutex<[String: Entry]>([:])
 
     func coordinator(for identity: RefreshStoreIdentity) -> RefreshCoordinator {
-        lock.lock()
-        defer { lock.unlock() }
         switch identity {
         case .named(let name):
-            if let entry = entries[name] { return entry.coordinator }
-            let coordinator = RefreshCoordinator()
-            entries[name] = Entry(owner: nil, ownedByObject: false, coordinator: coordinator)
-            return coordinator
+            return entries.withLock { entries in
+                if let entry = entries[name] { return entry.coordinator }
+                let coordinator = RefreshCoordinator()
+                entries[name] = Entry(owner: nil, ownedByObject: false, coordinator: coordinator)
+                return coordinator
+            }
         case .object(let object):
-            // Drop entries whose store is gone, so the table does not grow with short-lived stores.
-            entries = entries.filter { !$0.value.ownedByObject || $0.value.owner != nil }
             let name = "object:\(ObjectIdentifier(object).hashValue)"
-            if let entry = entries[name], entry.owner === object { return entry.coordinator }
-            let coordinator = RefreshCoordinator()
-            entries[name] = Entry(owner: object, ownedByObject: true, coordinator: coordinator)
-            return coordinator
+            return entries.withLock { entries in
+                // Drop entries whose store is gone, so the table does not grow with short-lived stores.
+                entries = entries.filter { !$0.value.ownedByObject || $0.value.owner != nil }
+                if let entry = entries[name], entry.owner === object { return entry.coordinator }
+                let coordinator = RefreshCoordinator()
+                entries[name] = Entry(owner: object, ownedByObject: true, coordinator: coordinator)
+                return coordinator
+            }
         case .none:
             return RefreshCoordinator()
         }

@@ -72,7 +72,7 @@ public struct RefreshDescription: Sendable, Equatable, Codable, CustomStringConv
     }
 
     /// `127.0.0.0/8`, `::1` and `localhost`.
-    static func isLoopback(_ host: String) -> Bool {
+    package static func isLoopback(_ host: String) -> Bool {
         let host = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         if host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)

@@ -1,11 +1,6 @@
 import Foundation
-internal import CSodium
 
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 /// A cross-process, per-key lock: an exclusive `flock` on a small lock file.
 ///
@@ -90,15 +85,7 @@ struct RefreshLockDirectory: Sendable {
             withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { input.append(contentsOf: $0) }
             input.append(bytes)
         }
-        var digest = [UInt8](repeating: 0, count: 16)
-        let status = input.withUnsafeBytes { raw in
-            crypto_generichash(
-                &digest, digest.count, raw.bindMemory(to: UInt8.self).baseAddress, UInt64(raw.count), nil, 0)
-        }
-        guard status == 0 else {
-            throw VaultError(.io, "Could not derive the refresh lock file name.")
-        }
-        let name = digest.map { String(format: "%02x", $0) }.joined()
+        let name = Sodium.shortHash(input).map { String(format: "%02x", $0) }.joined()
         return (path as NSString).appendingPathComponent("\(name).lock")
     }
 

@@ -1,5 +1,4 @@
-import Foundation
-internal import CSodium
+package import Foundation
 
 /// A token entry as stored: the token's own stored form, plus, when present, two fields that
 /// earlier releases do not write and ignore when reading:
@@ -9,12 +8,12 @@ internal import CSodium
 ///   (`invalid_grant`), bound to that refresh token by a hash, so that no process presents it again.
 ///
 /// An entry with neither is byte for byte what ``OAuthToken/storedForm()`` writes.
-struct StoredEntry: Codable, Sendable {
-    var token: OAuthToken
-    var refresh: RefreshDescription?
-    var rejection: RefreshRejection?
+package struct StoredEntry: Codable, Sendable {
+    package var token: OAuthToken
+    package var refresh: RefreshDescription?
+    package var rejection: RefreshRejection?
 
-    init(token: OAuthToken, refresh: RefreshDescription? = nil, rejection: RefreshRejection? = nil) {
+    package init(token: OAuthToken, refresh: RefreshDescription? = nil, rejection: RefreshRejection? = nil) {
         self.token = token
         self.refresh = refresh
         self.rejection = rejection
@@ -25,21 +24,21 @@ struct StoredEntry: Codable, Sendable {
         case rejection = "refresh_rejected"
     }
 
-    init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         token = try OAuthToken(from: decoder)
         let container = try decoder.container(keyedBy: ExtraKeys.self)
         refresh = try container.decodeIfPresent(RefreshDescription.self, forKey: .refresh)
         rejection = try container.decodeIfPresent(RefreshRejection.self, forKey: .rejection)
     }
 
-    func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         try token.encode(to: encoder)
         var container = encoder.container(keyedBy: ExtraKeys.self)
         try container.encodeIfPresent(refresh, forKey: .refresh)
         try container.encodeIfPresent(rejection, forKey: .rejection)
     }
 
-    func storedForm() throws -> Data {
+    package func storedForm() throws -> Data {
         if refresh == nil && rejection == nil { return try token.storedForm() }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -47,7 +46,7 @@ struct StoredEntry: Codable, Sendable {
     }
 
     /// Reads an entry; errors as ``OAuthToken/init(storedForm:)`` throws them.
-    init(storedForm data: Data) throws {
+    package init(storedForm data: Data) throws {
         do {
             self = try JSONDecoder().decode(StoredEntry.self, from: data)
         } catch let error as VaultError {
@@ -58,7 +57,7 @@ struct StoredEntry: Codable, Sendable {
     }
 
     /// Whether the server has already rejected the refresh token this entry holds.
-    func refreshTokenRejected() throws -> OAuthErrorResponse? {
+    package func refreshTokenRejected() throws -> OAuthErrorResponse? {
         guard let rejection, let refreshToken = token.refreshToken,
             rejection.refreshTokenHash == (try RefreshRejection.hash(refreshToken))
         else { return nil }
@@ -67,7 +66,7 @@ struct StoredEntry: Codable, Sendable {
 }
 
 /// The server's verdict on a refresh token, stored with the entry.
-struct RefreshRejection: Codable, Sendable, Equatable {
+package struct RefreshRejection: Codable, Sendable, Equatable {
     var error: String
     var errorDescription: String?
     /// BLAKE2b-128 of the refresh token, hex: says which refresh token was rejected without
@@ -87,10 +86,6 @@ struct RefreshRejection: Codable, Sendable, Equatable {
         try Sodium.ensureInitialized()
         var input = Data("tokenvault-rejected-refresh-v1".utf8)
         input.append(Data(refreshToken.utf8))
-        var digest = [UInt8](repeating: 0, count: 16)
-        _ = input.withUnsafeBytes { raw in
-            crypto_generichash(&digest, digest.count, raw.bindMemory(to: UInt8.self).baseAddress, UInt64(raw.count), nil, 0)
-        }
-        return digest.map { String(format: "%02x", $0) }.joined()
+        return Sodium.shortHash(input).map { String(format: "%02x", $0) }.joined()
     }
 }

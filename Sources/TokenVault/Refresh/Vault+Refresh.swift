@@ -115,7 +115,7 @@ extension Vault {
     }
 
     /// The stored entry under `key` with its refresh description and verdict, or nil.
-    func storedEntry(for key: CredentialKey) async throws -> StoredEntry? {
+    package func storedEntry(for key: CredentialKey) async throws -> StoredEntry? {
         try await storedEntry(for: key, in: store)
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+internal import Synchronization
 internal import CLibSecret
 
 /// A `GCancellable` that fires when a deadline passes or the calling task is cancelled.
@@ -24,44 +25,45 @@ final class OperationCancellable: @unchecked Sendable {
 
 /// Hands one result to a continuation exactly once, whichever comes first: the worker's result,
 /// the deadline, or the task's cancellation. Later results are dropped.
-private final class Completion<Value: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var continuation: CheckedContinuation<Value, any Error>?
-    private var early: Result<Value, any Error>?
-    private var finished = false
+private final class Completion<Value: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<Value, any Error>?
+        var early: Result<Value, any Error>?
+        var finished = false
+    }
+
+    private let state = Mutex(State())
 
     func attach(_ continuation: CheckedContinuation<Value, any Error>) {
-        lock.lock()
-        if let early {
-            self.early = nil
-            finished = true
-            lock.unlock()
-            continuation.resume(with: early)
-            return
+        let early = state.withLock { state -> Result<Value, any Error>? in
+            guard let early = state.early else {
+                state.continuation = continuation
+                return nil
+            }
+            state.early = nil
+            state.finished = true
+            return early
         }
-        self.continuation = continuation
-        lock.unlock()
+        // Resumed outside the lock.
+        if let early { continuation.resume(with: early) }
     }
 
     func finish(_ result: Result<Value, any Error>) {
-        lock.lock()
-        guard !finished else {
-            lock.unlock()
-            return
+        let waiting = state.withLock { state -> CheckedContinuation<Value, any Error>? in
+            guard !state.finished else { return nil }
+            guard let continuation = state.continuation else {
+                if state.early == nil { state.early = result }
+                return nil
+            }
+            state.continuation = nil
+            state.finished = true
+            return continuation
         }
-        if let continuation {
-            self.continuation = nil
-            finished = true
-            lock.unlock()
-            continuation.resume(with: result)
-        } else {
-            if early == nil { early = result }
-            lock.unlock()
-        }
+        waiting?.resume(with: result)
     }
 
     var isFinished: Bool {
-        lock.withLock { finished || early != nil }
+        state.withLock { $0.finished || $0.early != nil }
     }
 }
 

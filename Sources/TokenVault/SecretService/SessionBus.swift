@@ -1,11 +1,7 @@
 import Foundation
 internal import CLibSecret
 
-#if canImport(Glibc)
 internal import Glibc
-#elseif canImport(Darwin)
-internal import Darwin
-#endif
 
 /// Finds the D-Bus session bus the way GIO does, except that it never autolaunches one.
 ///

@@ -54,7 +54,7 @@ public struct OAuthToken: Sendable, Equatable {
 
     /// Times are kept to whole seconds, as token endpoints state them, so that a token survives
     /// its stored form unchanged.
-    static func wholeSeconds(_ date: Date) -> Date {
+    package static func wholeSeconds(_ date: Date) -> Date {
         Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded())
     }
 

@@ -13,9 +13,9 @@ import Foundation
 /// | refresh token, ID token | `VSCHAR`, `%x20-7E`, not only spaces | RFC 6749 Appendix A.17; an ID token is a JWT |
 ///
 /// Messages name the field, never its value.
-enum TokenSyntax {
+package enum TokenSyntax {
     /// RFC 6750 §2.1: `b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`.
-    static func isB64Token(_ text: String) -> Bool {
+    package static func isB64Token(_ text: String) -> Bool {
         let bytes = Array(text.utf8)
         var end = bytes.count
         while end > 0, bytes[end - 1] == UInt8(ascii: "=") { end -= 1 }
@@ -34,24 +34,24 @@ enum TokenSyntax {
     }
 
     /// One or more visible ASCII characters, `%x21-7E`.
-    static func isVisibleASCII(_ text: String) -> Bool {
+    package static func isVisibleASCII(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.allSatisfy { (0x21...0x7E).contains($0) }
     }
 
     /// RFC 6749 Appendix A: one or more `VSCHAR` (`%x20-7E`), and not only spaces.
-    static func isVSChars(_ text: String) -> Bool {
+    package static func isVSChars(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.allSatisfy { (0x20...0x7E).contains($0) } && text.utf8.contains { $0 != 0x20 }
     }
 
     /// Whether the access token of a token of type `tokenType` must be a `b64token`.
-    static func requiresB64Token(_ tokenType: String) -> Bool {
+    package static func requiresB64Token(_ tokenType: String) -> Bool {
         ["bearer", "dpop"].contains(tokenType.lowercased())
     }
 
     /// Throws `invalidInput` naming the first part that holds characters it may not hold.
     /// - Parameter source: how the message names where the token came from, such as
     ///   "The response's" or "The stored token's".
-    static func validate(
+    package static func validate(
         accessToken: String, tokenType: String, refreshToken: String?, idToken: String?, source: String
     ) throws {
         guard isVisibleASCII(tokenType) else {
@@ -93,7 +93,7 @@ enum TokenSyntax {
 extension OAuthToken {
     /// Throws `invalidInput` if a part of this token holds characters it may not hold
     /// (see ``TokenSyntax``).
-    func validateCharacters(source: String) throws {
+    package func validateCharacters(source: String) throws {
         try TokenSyntax.validate(
             accessToken: accessToken, tokenType: tokenType, refreshToken: refreshToken, idToken: idToken, source: source)
     }

@@ -20,7 +20,9 @@
 
 import Foundation
 import TokenVault
+#if Postgres
 import TokenVaultPostgres
+#endif
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -111,29 +113,28 @@ func waitForFile(_ path: String, bound: Duration) async throws {
     }
 }
 
+/// Makes TOKEN_VAULT_BACKEND=postgres open PostgreSQL, as a fleet's program does at start.
+func registerPostgres() {
+    #if Postgres
+    // Up to a dozen of these start at once, each with a TLS handshake in a debug build, beside
+    // the other test processes of a 2-core machine: one open took over the 10 s default in a CI
+    // run. What the tests bound is the refresh, not the open (whose bound has a test of its own,
+    // anUnreachableServerIsUnavailableWithinTheBound), so allow 30 s per call here.
+    VaultBackends.register(PostgresBackend(options: PostgresStore.Options(operationTimeout: .seconds(30))))
+    #endif
+}
+
 func run() async throws {
     let arguments = try Arguments(CommandLine.arguments)
-    var environment = ProcessInfo.processInfo.environment
-    environment["TOKEN_VAULT_BACKEND"] = environment["TOKEN_VAULT_BACKEND"] == "postgres" ? nil : environment["TOKEN_VAULT_BACKEND"]
-    var configuration = try VaultConfiguration.fromEnvironment(environment)
+    registerPostgres()
+    var configuration = try VaultConfiguration.fromEnvironment()
     // The test keyring is shared by every test running at once, and gnome-keyring rewrites its
     // whole file on each change: allow more than the 10 s default per call. Never prompt.
     configuration.secretService = SecretServiceStore.Options(timeout: .seconds(30), unlockPrompt: false)
-    let vault: Vault
-    if ProcessInfo.processInfo.environment["TOKEN_VAULT_BACKEND"] == "postgres" {
-        // One "host" of the cross-host tests: the database (TOKEN_VAULT_DATABASE_URL and
-        // TOKEN_VAULT_DATABASE_PASSWORD_FILE) is all it shares with the others.
-        guard let keyFile = ProcessInfo.processInfo.environment["TOKEN_VAULT_KEY_FILE"] else { throw Failure("no TOKEN_VAULT_KEY_FILE") }
-        // Up to a dozen of these start at once, each with a TLS handshake in a debug build, beside
-        // the other test processes of a 2-core machine: one open took over the 10 s default in a
-        // CI run. What the tests bound is the refresh, not the open (whose bound has a test of
-        // its own, anUnreachableServerIsUnavailableWithinTheBound), so allow 30 s per call here.
-        vault = Vault(
-            store: try await PostgresStore.open(
-                .fromEnvironment(), keySource: .keyFile(keyFile), options: PostgresStore.Options(operationTimeout: .seconds(30))))
-    } else {
-        vault = try await Vault.open(configuration)
-    }
+    // With TOKEN_VAULT_BACKEND=postgres, one "host" of the cross-host tests: the database
+    // (TOKEN_VAULT_DATABASE_URL and TOKEN_VAULT_DATABASE_PASSWORD_FILE) is all it shares with the
+    // others, opened through the backend registered above as any program opens it.
+    let vault = try await Vault.open(configuration)
     let backend = vault.selection.backend.rawValue
     // Where the Secret Service's lock files live depends on it: the test checks that every child
     // saw the same one as the test itself.
@@ -201,13 +202,8 @@ func run() async throws {
 ///   --read-back SERVICE   prints "have N" for each entry of SERVICE that holds "value-N".
 func durability(_ mode: String, service: String) async throws {
     let environment = ProcessInfo.processInfo.environment
-    let store: any CredentialStore
-    if environment["TOKEN_VAULT_BACKEND"] == "postgres" {
-        guard let keyFile = environment["TOKEN_VAULT_KEY_FILE"] else { throw Failure("no TOKEN_VAULT_KEY_FILE") }
-        store = try await PostgresStore.open(.fromEnvironment(), keySource: .keyFile(keyFile))
-    } else {
-        store = try await Vault.open(try VaultConfiguration.fromEnvironment(environment)).store
-    }
+    registerPostgres()
+    let store = try await Vault.open(try VaultConfiguration.fromEnvironment(environment)).store
     if mode == "--save-loop" {
         var number = 0
         while true {

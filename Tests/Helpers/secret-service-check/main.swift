@@ -21,9 +21,7 @@
 import Foundation
 import TokenVault
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 func answer(_ object: [String: Any]) {
     guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else {

@@ -13,6 +13,7 @@
 // choice: on Linux `$XDG_CONFIG_HOME/DOMAIN.plist`. Tokens come from stdin, never argv.
 import Foundation
 import TokenVault
+import TokenVaultMigration
 
 struct TokenModel: Codable {
     var access: String

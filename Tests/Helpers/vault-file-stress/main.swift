@@ -21,9 +21,7 @@
 import Foundation
 import TokenVault
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Writes one line to stdout at once, unbuffered, so the parent sees every acknowledgement.
 func emit(_ line: String) {

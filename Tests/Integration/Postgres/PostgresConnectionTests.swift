@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -141,3 +142,4 @@ final class Acknowledged: Sendable {
     /// Set once the server's restart is over.
     let restarted = Mutex(false)
 }
+#endif

@@ -1,12 +1,11 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 import TokenVault
 import TokenVaultPostgres
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 extension PostgresTests {
     /// One refresh across hosts, against the real authlib server (rotating refresh tokens, family
@@ -220,3 +219,4 @@ extension PostgresTests {
         }
     }
 }
+#endif

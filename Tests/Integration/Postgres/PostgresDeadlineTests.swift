@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 import Synchronization
@@ -77,3 +78,4 @@ extension PostgresTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 import Synchronization
@@ -62,3 +63,4 @@ extension PostgresTests {
         }
     }
 }
+#endif

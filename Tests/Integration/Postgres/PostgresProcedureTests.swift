@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -96,3 +97,4 @@ extension PostgresTests {
         }
     }
 }
+#endif

@@ -1,8 +1,7 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
-#if canImport(Glibc)
 import Glibc
-#endif
 @testable import TokenVaultTestSupport
 import TokenVault
 @testable import TokenVaultPostgres
@@ -200,3 +199,4 @@ extension PostgresTests {
         }
     }
 }
+#endif

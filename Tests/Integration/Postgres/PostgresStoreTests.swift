@@ -1,5 +1,7 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
+import TokenVaultTesting
 @testable import TokenVaultTestSupport
 import TokenVault
 import TokenVaultPostgres
@@ -204,3 +206,4 @@ extension PostgresTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -84,3 +85,4 @@ struct TestPostgres: Sendable {
 /// All PostgreSQL tests share one cluster, and some restart it or end its backends: they run one
 /// at a time (the suites below are nested in this serialized one).
 @Suite(.serialized) struct PostgresTests {}
+#endif

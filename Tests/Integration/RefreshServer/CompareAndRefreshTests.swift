@@ -1,12 +1,11 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 // @testable only for RefreshLockDirectory: the test holds the documented lock file itself.
 @testable import TokenVault
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A value-type store over one MemoryStore: it has no identity, so every call gets a refresh
 /// coordinator of its own and callers meet only at the per-key lock, as separate processes do.
@@ -62,3 +61,4 @@ struct SeparateCallersStore: CredentialStore {
         #expect(try await server.stats(user: user).refreshRequests == 1, "the re-check under the lock stopped seven refreshes")
     }
 }
+#endif

@@ -1,12 +1,11 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 // @testable only for RefreshLockDirectory: the test holds the documented lock file itself.
 @testable import TokenVault
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// `vault get --fresh`, `vault refresh`, `vault set --token-url` and `vault login`, run as the
 /// built binary against the real authlib server. Part of the serialized cross-process suite, so
@@ -253,3 +252,4 @@ extension RefreshCrossProcessTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -5,9 +6,7 @@ import Testing
 // that Refreshing.md documents, not just some file they happen to share.
 @testable import TokenVault
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Single flight across processes, proven against the real authlib server with rotating refresh
 /// tokens and family revocation on reuse. Each test runs against both real backends that processes
@@ -290,3 +289,4 @@ func isLockHeld(_ path: String) throws -> Bool {
     try #require(error == EWOULDBLOCK, "flock failed with errno \(error)")
     return true
 }
+#endif

@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking  // URLSession on Linux
@@ -5,10 +6,9 @@ import FoundationNetworking  // URLSession on Linux
 import Testing
 @testable import TokenVaultTestSupport
 import TokenVault
+@testable import TokenVaultGit
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// `vault git-credential` driven by real git (Debian's 2.39) against a smart-HTTP git server on
 /// 127.0.0.1 (Tests/git-server/server.py: `git http-backend` behind a server that accepts only a
@@ -566,3 +566,4 @@ import Glibc
         for outcome in [set, get, status] { #expect(!outcome.stderr.contains(secret)) }
     }
 }
+#endif

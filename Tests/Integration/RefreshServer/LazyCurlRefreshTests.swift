@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -42,3 +43,4 @@ import TokenVault
         #expect(try await server.stats(user: user).refreshRequests == 1)
     }
 }
+#endif

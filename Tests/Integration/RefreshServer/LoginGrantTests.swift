@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -200,3 +201,4 @@ final class AuthorizationBox: @unchecked Sendable {
         }
     }
 }
+#endif

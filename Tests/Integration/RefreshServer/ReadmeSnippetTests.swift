@@ -1,4 +1,5 @@
 // README:imports-begin
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking  // URLRequest and URLSession on Linux
@@ -79,3 +80,4 @@ import Testing
         #expect(try await server.stats(user: user).refreshRequests == 1)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Logging
 import Testing
@@ -274,3 +275,4 @@ extension OAuthToken {
         try OAuthToken(storedForm: storedForm())
     }
 }
+#endif

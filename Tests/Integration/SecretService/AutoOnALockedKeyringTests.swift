@@ -1,11 +1,10 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 @testable import TokenVault
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Issue 13 item 4, end to end: the `vault` command under `auto` on a real gnome-keyring that is
 /// locked, on a private bus, with a key file configured. One key's history never ends up in two
@@ -95,3 +94,4 @@ import Glibc
         #expect(text.stdout.contains("exists, not used: auto uses the Secret Service"), "\(text.stdout)")
     }
 }
+#endif

@@ -1,5 +1,7 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
+import TokenVaultTesting
 @testable import TokenVaultTestSupport
 import TokenVault
 
@@ -24,3 +26,4 @@ import TokenVault
             ))
     }
 }
+#endif

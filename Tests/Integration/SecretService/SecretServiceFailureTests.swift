@@ -1,11 +1,10 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 @testable import TokenVault
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// What the store does when the keyring is locked, frozen or gone: a clear error within its
 /// bound, nothing lost, no crash and no hang. Each test has a keyring of its own on a private bus,
@@ -203,3 +202,4 @@ import Glibc
         #expect((object["reason"] as? String)?.contains("locked") == true, "auto says why it does not use the keyring")
     }
 }
+#endif

@@ -1,8 +1,7 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Dispatch
-#if canImport(Glibc)
 import Glibc
-#endif
 import Testing
 @testable import TokenVaultTestSupport
 @testable import TokenVault
@@ -135,3 +134,4 @@ import Testing
         #expect(try await store.delete(key))
     }
 }
+#endif

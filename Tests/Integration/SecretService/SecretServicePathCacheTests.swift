@@ -1,8 +1,7 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Dispatch
-#if canImport(Glibc)
 import Glibc
-#endif
 import Testing
 @testable import TokenVaultTestSupport
 @testable import TokenVault
@@ -140,3 +139,4 @@ import Testing
         #expect(try await other.load(key) == nil)
     }
 }
+#endif

@@ -1,11 +1,10 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 @testable import TokenVault
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Each outcome of the availability probe, produced for real: no bus, a bus with no provider, a
 /// provider with no default collection, a locked collection, an available one, and a bus that
@@ -205,3 +204,4 @@ struct SilentSocket {
         #expect(answer.elapsed < .milliseconds(1000))
     }
 }
+#endif

@@ -1,11 +1,10 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 @testable import TokenVault
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// What differs between Secret Service providers, on the one that serves the shared bus: gnome-keyring
 /// in Scripts/test's main run, KeePassXC and KWallet in its runs through Scripts/providers/run.
@@ -180,3 +179,4 @@ struct ProviderBus {
         throw SetupFailure("\(collection) did not lock within 5 s")
     }
 }
+#endif

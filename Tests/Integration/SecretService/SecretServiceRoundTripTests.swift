@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -238,3 +239,4 @@ private func sendMarker(_ number: Int, on bus: PrivateBus) async throws -> Strin
     try await bus.send([path, "org.freedesktop.DBus.Peer.Ping"], destination: "org.freedesktop.DBus")
     return path
 }
+#endif

@@ -1,5 +1,7 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
+import TokenVaultTesting
 @testable import TokenVaultTestSupport
 @testable import TokenVault
 
@@ -16,7 +18,8 @@ import Testing
         // KeePassXC searches its entries one by one, so a thousand keys cost it minutes; 200 still
         // show a listing or a lookup that loses or mixes up entries.
         let manyKeys = SharedKeyring.provider == "gnome-keyring" ? 1_000 : 200
-        try await check.body(store, .init(maximumSecretSize: SecretServiceStore.maximumSecretSize, manyKeysCount: manyKeys), namespace)
+        try await check.run(
+            on: store, traits: .init(maximumSecretSize: SecretServiceStore.maximumSecretSize, manyKeysCount: manyKeys), namespace: namespace)
         // Leave the shared keyring as it was: gnome-keyring rewrites its whole file on each
         // change, so leftovers would slow every later test down.
         for key in try await store.keys() where key.service.hasPrefix(namespace.prefix) {
@@ -92,3 +95,4 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: directory.file("vault")), "auto must not touch the file when it uses the keyring")
     }
 }
+#endif

@@ -1,11 +1,10 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVault
 @testable import TokenVaultTestSupport
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// The real Secret Service provider that Scripts/test runs on a private session bus: gnome-keyring,
 /// or KeePassXC or KWallet (Scripts/providers/run, which sets `TOKENVAULT_TEST_PROVIDER`).
@@ -368,3 +367,4 @@ enum SecretToolProcess {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 }
+#endif

@@ -1,11 +1,10 @@
 import Foundation
 import Testing
+import TokenVaultTesting
 @testable import TokenVaultTestSupport
 import TokenVault
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// ``StoreConformance/durableOnReturn(_:)`` for the encrypted file: `vault-file-stress` saves and
 /// acknowledges, and is killed with SIGKILL as soon as the acknowledgement arrives.

@@ -6,9 +6,7 @@ import Testing
 @testable import TokenVaultTestSupport
 @testable import TokenVault
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 @Suite(.serialized) struct EncryptedFilePathTests {
     typealias S = FileTestSupport

@@ -3,9 +3,7 @@ import Testing
 @testable import TokenVaultTestSupport
 @testable import TokenVault
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Real child processes (`vault-file-stress`), real `kill -9`, real file size limits.
 @Suite(.serialized) struct EncryptedFileProcessTests {

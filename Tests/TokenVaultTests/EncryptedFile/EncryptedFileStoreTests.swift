@@ -1,12 +1,11 @@
 import Foundation
 import Logging
 import Testing
+import TokenVaultTesting
 @testable import TokenVaultTestSupport
 @testable import TokenVault
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 @Suite struct EncryptedFileStoreTests {
     typealias S = FileTestSupport

@@ -3,9 +3,7 @@ import Testing
 @testable import TokenVault
 @testable import TokenVaultTestSupport
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 enum FileTestSupport {
     /// Cheap Argon2id for tests that do not measure the KDF.

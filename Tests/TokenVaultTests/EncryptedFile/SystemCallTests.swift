@@ -4,10 +4,9 @@ import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 @testable import TokenVault
+@testable import TokenVaultMigration
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 @Suite struct SystemCallTests {
     typealias S = FileTestSupport

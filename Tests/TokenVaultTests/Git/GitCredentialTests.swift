@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import TokenVault
+@testable import TokenVaultGit
 
 /// git's credential protocol on strings, and the helper's mapping and rules over a memory vault.
 /// Real git drives the same code in RefreshServerTests/GitCredentialServerTests.

@@ -2,12 +2,9 @@ import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 import TokenVault
+@testable import TokenVaultMigration
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// The migration engine against plists that Foundation's own `UserDefaults` wrote, into a
 /// memory vault. The same engine runs behind `vault migrate`, which Tests/vaultTests drives.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 import TokenVault
+@testable import TokenVaultMigration
 
 /// Plists of a few hundred bytes that would make Foundation build millions of objects are
 /// refused before Foundation sees them: the work a plist can cause is bounded, not only its size.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 import TokenVault
+@testable import TokenVaultMigration
 
 /// Messages read as English: "an access token", not "a access token".
 @Suite struct MigrationMessageTests {

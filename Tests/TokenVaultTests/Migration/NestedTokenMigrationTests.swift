@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 import TokenVault
+@testable import TokenVaultMigration
 
 /// Tokens nested in arrays and dictionaries are found, migrated and scrubbed (only the token
 /// strings are removed, everything around them stays); tokens inside an `NSKeyedArchiver`

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TokenVault
+@testable import TokenVaultMigration
 
 /// Which plist keys the migration takes, by name and value, without `--key`.
 @Suite struct TokenDetectorNameTests {

@@ -2,11 +2,7 @@ import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// A scratch directory that acts as the home and config directory of child processes.
 final class Sandbox: @unchecked Sendable {

@@ -3,9 +3,7 @@ import Testing
 @testable import TokenVault
 @testable import TokenVaultTestSupport
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A request to a server that never answers: cancelling the calling task ends the call at once
 /// and aborts curl's transfer (the server sees the connection close), and the time-out bounds it.

@@ -27,9 +27,7 @@ import PostgresNIO
 import TokenVault
 @_spi(Benchmarks) import TokenVaultPostgres
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 func now() -> UInt64 {
     var spec = timespec()

@@ -1,3 +1,4 @@
+public import TokenVault
 public import Foundation
 import Logging
 

@@ -1,10 +1,7 @@
+import TokenVault
 import Foundation
 
-#if canImport(Glibc)
-    internal import Glibc
-#elseif canImport(Darwin)
-    internal import Darwin
-#endif
+internal import Glibc
 
 // Owns: the migration's file work, reading a plist and replacing it atomically, in plist words.
 // The calls go through ``SystemCall`` (which retries `EINTR`) and ``AtomicFile``; an ``Errno``

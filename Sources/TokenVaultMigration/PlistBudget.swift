@@ -1,3 +1,4 @@
+import TokenVault
 import Foundation
 
 /// Bounds the work a property list can cause before Foundation parses it.

@@ -1,3 +1,4 @@
+import TokenVault
 import Foundation
 
 /// Finds token values in a defaults dictionary and groups them into tokens.

@@ -1,10 +1,7 @@
+import TokenVault
 import Foundation
 
-#if canImport(Glibc)
-    internal import Glibc
-#elseif canImport(Darwin)
-    internal import Darwin
-#endif
+internal import Glibc
 
 /// A defaults plist as read from disk: its exact bytes, format, top-level dictionary and file
 /// attributes, so that it can be rewritten without some keys and otherwise exactly as it was.

@@ -1,3 +1,4 @@
+import TokenVault
 import Foundation
 
 // Token models: a whole token held in one value (a dictionary, JSON or plist data, a JSON string).

@@ -1,3 +1,4 @@
+import TokenVault
 import Foundation
 
 /// A place in a plist: a top-level key, then dictionary keys and array positions.

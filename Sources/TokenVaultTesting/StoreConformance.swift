@@ -1,11 +1,12 @@
-import Foundation
-import Testing
-import TokenVault
+public import Foundation
+public import Testing
+public import TokenVault
 
-/// The one conformance suite every ``CredentialStore`` must pass.
+/// The one conformance suite every ``CredentialStore`` must pass: TokenVault's own backends, and
+/// a store you write yourself.
 ///
-/// Each backend's test suite runs every case in ``StoreConformance/cases`` against a store of its
-/// own, for example:
+/// A test target runs every case in ``StoreConformance/cases`` against a store of its own
+/// (Swift Testing), for example:
 ///
 /// ```swift
 /// @Test(arguments: StoreConformance.cases)
@@ -17,36 +18,52 @@ import TokenVault
 /// Every case uses service names that start with a fresh random namespace, so cases can run in
 /// parallel against one shared store (such as the one keyring of a Secret Service daemon) and
 /// never see each other's entries.
-enum StoreConformance {
+public enum StoreConformance: Sendable {
     /// What a backend declares about itself.
-    struct Traits: Sendable {
+    public struct Traits: Sendable {
         /// The largest secret the backend carries; larger ones must be refused with `tooLarge`.
-        var maximumSecretSize: Int = .max
+        public var maximumSecretSize: Int = .max
         /// How many keys the "many keys" case writes.
-        var manyKeysCount: Int = 1_000
+        public var manyKeysCount: Int = 1_000
+
+        public init(maximumSecretSize: Int = .max, manyKeysCount: Int = 1_000) {
+            self.maximumSecretSize = maximumSecretSize
+            self.manyKeysCount = manyKeysCount
+        }
     }
 
-    struct Case: Sendable, CustomTestStringConvertible {
-        let name: String
+    /// One guarantee of the ``CredentialStore`` contract, checked on a store.
+    public struct Case: Sendable, CustomTestStringConvertible {
+        /// What it checks, in words.
+        public let name: String
         let body: @Sendable (any CredentialStore, Traits, Namespace) async throws -> Void
 
-        var testDescription: String { name }
+        public var testDescription: String { name }
 
-        func run(on store: any CredentialStore, traits: Traits = Traits()) async throws {
+        /// Runs the check on `store`; a failed expectation is recorded as a Swift Testing issue.
+        public func run(on store: any CredentialStore, traits: Traits = Traits()) async throws {
             try await body(store, traits, Namespace())
+        }
+
+        /// Runs the check with the service names of `namespace` (every one starts with its
+        /// ``Namespace/prefix``), so that the caller can clean a shared store up afterwards.
+        public func run(on store: any CredentialStore, traits: Traits = Traits(), namespace: Namespace) async throws {
+            try await body(store, traits, namespace)
         }
     }
 
     /// A random prefix for service names, unique to one run of one case.
-    struct Namespace: Sendable {
-        let prefix = "tv-conformance-\(UUID().uuidString.prefix(8).lowercased())"
-        func service(_ name: String = "svc") -> String { "\(prefix)-\(name)" }
-        func key(_ account: String = "default", service: String = "svc") throws -> CredentialKey {
+    public struct Namespace: Sendable {
+        public init() {}
+        public let prefix = "tv-conformance-\(UUID().uuidString.prefix(8).lowercased())"
+        public func service(_ name: String = "svc") -> String { "\(prefix)-\(name)" }
+        public func key(_ account: String = "default", service: String = "svc") throws -> CredentialKey {
             try CredentialKey(service: self.service(service), account: account)
         }
     }
 
-    static let cases: [Case] = [
+    /// Every case of the contract.
+    public static let cases: [Case] = [
         Case(name: "missing key loads nil and deletes as false", body: missingKey),
         Case(name: "round trip of every size", body: roundTripSizes),
         Case(name: "round trip of awkward bytes", body: awkwardBytes),
@@ -63,12 +80,20 @@ enum StoreConformance {
     // MARK: Guarantees that need the backend's help
 
     /// What a backend whose entries outlive the process supplies for ``durableOnReturn(_:)``.
-    struct Storage: Sendable {
+    public struct Storage: Sendable {
         /// Has a child process save a secret under a key of `service` and kills it with SIGKILL
         /// as soon as the child reports that the save has returned; returns what it saved.
-        var saveInChildThenKill: @Sendable (_ service: String) async throws -> (key: CredentialKey, secret: Data)
+        public var saveInChildThenKill: @Sendable (_ service: String) async throws -> (key: CredentialKey, secret: Data)
         /// A new store on the same storage, as a new process would open it.
-        var reopen: @Sendable () async throws -> any CredentialStore
+        public var reopen: @Sendable () async throws -> any CredentialStore
+
+        public init(
+            saveInChildThenKill: @escaping @Sendable (_ service: String) async throws -> (key: CredentialKey, secret: Data),
+            reopen: @escaping @Sendable () async throws -> any CredentialStore
+        ) {
+            self.saveInChildThenKill = saveInChildThenKill
+            self.reopen = reopen
+        }
     }
 
     /// **Durable on return**: a save that returned in a process killed right after it is there
@@ -84,7 +109,7 @@ enum StoreConformance {
     /// its code) and EncryptedFileProcessTests (disk full); the Secret Service in
     /// SecretServiceFailureTests (locked, frozen and vanished keyrings, no provider: each call
     /// throws, never returns nil or false). The memory store has no failure to report.
-    static func durableOnReturn(_ storage: Storage) async throws {
+    public static func durableOnReturn(_ storage: Storage) async throws {
         let namespace = Namespace()
         let (key, secret) = try await storage.saveInChildThenKill(namespace.service("durable"))
         let store = try await storage.reopen()

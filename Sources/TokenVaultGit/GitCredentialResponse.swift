@@ -1,4 +1,5 @@
 public import Foundation
+import TokenVault
 
 /// What a credential helper's `get` answers git: `username`, `password` and, when the token's
 /// expiry is known, `password_expiry_utc` (which git ≥ 2.41 uses to skip an expired password;

@@ -1,4 +1,5 @@
 public import Foundation
+public import TokenVault
 
 /// The vault as a git credential helper: which entry a request of git's names, and what `get`,
 /// `store` and `erase` do with it. `vault git-credential` is a thin shell around this type.

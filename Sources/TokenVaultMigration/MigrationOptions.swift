@@ -1,3 +1,4 @@
+public import TokenVault
 /// What a defaults migration should do. See ``Vault/migrateDefaults(plistAt:options:)``.
 public struct MigrationOptions: Sendable {
     /// The vault service the tokens go to; `nil` means the plist's file name without `.plist`

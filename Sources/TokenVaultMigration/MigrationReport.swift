@@ -1,3 +1,4 @@
+public import TokenVault
 /// What a defaults migration found and what became of each value. It never holds a secret:
 /// values appear only as their kind and length.
 public struct MigrationReport: Sendable, Codable, Equatable {

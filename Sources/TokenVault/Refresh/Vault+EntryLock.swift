@@ -7,7 +7,7 @@ extension Vault {
     /// The lock is the one the store's ``CredentialStore/refreshLockPlacement()`` names: lock files
     /// next to the vault file for the file backend, under the runtime directory for the Secret
     /// Service, the store's own lock for PostgreSQL; a ``MemoryStore`` needs none.
-    func withEntryLock<Result: Sendable>(
+    package func withEntryLock<Result: Sendable>(
         _ key: CredentialKey, timeout: Duration, _ body: () async throws -> Result
     ) async throws -> Result {
         var lock: RefreshLock?

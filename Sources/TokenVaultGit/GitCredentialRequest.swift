@@ -1,4 +1,5 @@
 public import Foundation
+import TokenVault
 
 /// One message of git's credential protocol (`git help credential`, "INPUT/OUTPUT FORMAT"), as
 /// git sends it to a credential helper: `key=value` lines, ended by a blank line or the end of

@@ -1,3 +1,4 @@
+import TokenVault
 public import Foundation
 
 /// Where `UserDefaults` keeps a domain's plain plist on the platform this code runs on.
