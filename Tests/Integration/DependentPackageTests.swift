@@ -39,21 +39,20 @@ import Testing
             #expect(test.stdout.contains("Test \(name)() passed"), "\(name): \(test.stdout.suffix(3000))")
         }
 
-        // Nothing of what the dependent does not use was compiled.
-        var built: [String] = []
-        if let walker = FileManager.default.enumerator(atPath: "\(package)/.build") {
-            for case let path as String in walker {
-                let name = (path as NSString).lastPathComponent
-                if ["TokenVaultGit", "TokenVaultMigration", "TokenVaultPostgres", "PostgresNIO", "NIOCore", "ArgumentParser", "VaultCLI"]
-                    .contains(where: { name.hasPrefix($0 + ".") || name == $0 })
-                {
-                    built.append(path)
-                }
-            }
+        // Nothing of what the dependent does not use was compiled: no object file or module of
+        // it. (SwiftPM plans every target of a dependency and leaves an empty `<Target>.build`
+        // directory with a file map for each; only what a used product needs is compiled.)
+        let unused = ["TokenVaultGit", "TokenVaultMigration", "TokenVaultPostgres", "PostgresNIO", "NIOCore", "ArgumentParser", "VaultCLI"]
+        let artifacts = try FileManager.default.subpathsOfDirectory(atPath: "\(package)/.build").filter {
+            $0.hasSuffix(".o") || $0.hasSuffix(".swiftmodule")
         }
-        #expect(built.isEmpty, "the dependent compiled \(built.prefix(10))")
-        let modules = try FileManager.default.subpathsOfDirectory(atPath: "\(package)/.build").filter { $0.hasSuffix("TokenVault.swiftmodule") }
-        #expect(!modules.isEmpty, "the control failed: no TokenVault module was built")
+        let compiled = artifacts.filter { path in
+            unused.contains { path.contains("/\($0).build/") || path.hasSuffix("/\($0).o") || path.hasSuffix("/\($0).swiftmodule") }
+        }
+        #expect(compiled.isEmpty, "the dependent compiled \(compiled.prefix(10))")
+        // The control: the library itself was compiled, in the same layout.
+        #expect(artifacts.contains { $0.hasSuffix("/TokenVault.swiftmodule") }, "no TokenVault module among \(artifacts.prefix(20))")
+        #expect(artifacts.contains { $0.contains("/TokenVault.build/") && $0.hasSuffix(".o") }, "no TokenVault object file")
     }
 
     private func write(_ text: String, to path: String) throws {
