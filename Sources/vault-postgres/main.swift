@@ -10,6 +10,7 @@ VaultProgram.main(registering: [PostgresBackend()])
 // Built without the package trait CLI, which brings swift-argument-parser: say how to build it.
 import Glibc
 
-fputs("vault-postgres was built without its command line; build it with: swift build --traits CLI --product vault-postgres\n", stderr)
+let message = "vault-postgres was built without its command line; build it with: swift build --traits CLI --product vault-postgres\n"
+_ = message.withCString { write(2, $0, strlen($0)) }
 exit(70)
 #endif

@@ -9,6 +9,7 @@ VaultProgram.main()
 // Built without the package trait CLI, which brings swift-argument-parser: say how to build it.
 import Glibc
 
-fputs("vault was built without its command line; build it with: swift build --traits CLI --product vault\n", stderr)
+let message = "vault was built without its command line; build it with: swift build --traits CLI --product vault\n"
+_ = message.withCString { write(2, $0, strlen($0)) }
 exit(70)
 #endif
