@@ -83,17 +83,26 @@ public struct CredentialKey: Hashable, Comparable, Sendable, Codable, CustomStri
 
     /// `part` with control characters, bidirectional formatting characters and U+FFFD escaped as
     /// `\u{…}`, fit to print: a name read from a store is never printed as it is.
+    ///
+    /// This is the one escaping function for text that reaches a terminal: names read from a
+    /// store, and everything a server says (an OAuth `error_description`, a device `user_code`).
     public static func escaped(_ part: String) -> String {
         if isPrintableASCII(part) { return part }
         var result = ""
         for scalar in part.unicodeScalars {
-            if scalar.properties.generalCategory == .control || isBidirectionalFormatting(scalar) || scalar == "\u{FFFD}" {
+            if needsEscaping(scalar) {
                 result += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
             } else {
                 result.unicodeScalars.append(scalar)
             }
         }
         return result
+    }
+
+    /// Whether ``escaped(_:)`` escapes `scalar`: a control character (C0, DEL and C1, such as
+    /// U+009B, the 8-bit CSI), a bidirectional formatting character or U+FFFD.
+    static func needsEscaping(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.properties.generalCategory == .control || isBidirectionalFormatting(scalar) || scalar == "\u{FFFD}"
     }
 
     /// The service, escaped to be printed (see ``escaped(_:)``).

@@ -61,7 +61,7 @@ extension VaultCommand {
             if let deviceURL {
                 guard let url = URL(string: deviceURL), url.scheme != nil else { throw ValidationError("--device-url is not a URL.") }
                 let authorization = try await client.startDeviceAuthorization(at: url, description: description)
-                var lines = ["To log in, open \(authorization.verificationURI.absoluteString)", "and enter the code: \(authorization.userCode)"]
+                var lines = ["To log in, open \(authorization.verificationURI.absoluteString)", "and enter the code: \(CredentialKey.escaped(authorization.userCode))"]
                 if let complete = authorization.verificationURIComplete {
                     lines.append("(or open \(complete.absoluteString))")
                 }

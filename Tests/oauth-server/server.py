@@ -23,12 +23,14 @@ memory and every client is public. What it does, and what the tests rely on:
   browser: it adds ``user=NAME`` (and ``deny=1`` to refuse) to the URL the client built, and
   follows the redirect.
 * Test-controlled behaviour, per user, for that user's refresh requests (``POST /faults``):
-  ``kind=status500|status503|status429|html|hang`` with ``count`` (how many requests it hits)
+  ``kind=status500|status503|status429|html|hang|hostile_error`` with ``count`` (how many requests it hits)
   and ``retry_after`` (seconds, for 429/503); ``kind=no_rotation`` makes refreshes keep the
   refresh token. A ``hang`` holds the request without answering (for ``hang_seconds``, default
   30) and then drops it. Device codes (``POST /device/control``): ``slow_down_next=1`` answers
   the next poll with ``slow_down``, ``rate_limit=off`` stops answering fast polls with
-  ``slow_down``, ``expire=1`` expires the code now.
+  ``slow_down``, ``expire=1`` expires the code now. ``hostile_error`` answers ``invalid_client``
+  with an ``error_description`` full of terminal escapes, and ``POST
+  /hostile/device_authorization`` hands out a user code holding U+009B and a bidi override.
 * /stats also counts the refresh requests that a fault answered (``faults_served``), the
   device polls per user code (``GET /device/stats?user_code=``), and gives the arrival times of a
   user's refresh requests (``refresh_times``), so tests can check back-off server-side.
@@ -69,6 +71,10 @@ AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post"]
 # One lock around all state. Token requests are handled one at a time, so reuse detection and
 # the counters are exact even when many clients refresh at once.
 STATE_LOCK = threading.RLock()
+
+# What a hostile server says: OSC 52 (set the clipboard) ended by BEL, the 8-bit CSI U+009B, a
+# right-to-left override, and a C0 escape starting a colour sequence.
+HOSTILE_TEXT = "\x1b]52;c;aGFja2Vk\x07 then \u009b2J and \u202eevil\x1b[31m red"
 
 
 class Client(ClientMixin):
@@ -376,6 +382,11 @@ def create_app(expires_in):
             # Never answer within the client's time-out; outside the state lock, so nobody else waits.
             threading.Event().wait(fault.get("hang_seconds", 30))
             return "", 504
+        if kind == "hostile_error":
+            # An OAuth error whose words are terminal escapes: OSC 52 (writes the clipboard), the
+            # 8-bit CSI U+009B and a bidi override. The client must print them escaped.
+            body = {"error": "invalid_client", "error_description": HOSTILE_TEXT}
+            return jsonify(body), 401
         if kind == "html":
             page = "<!DOCTYPE html><html><head><title>403 Forbidden</title></head><body><h1>Forbidden</h1></body></html>"
             return page, 403, {"Content-Type": "text/html; charset=utf-8"}
@@ -389,7 +400,7 @@ def create_app(expires_in):
     def faults():
         user = request.form.get("user", "")
         kind = request.form.get("kind", "")
-        if not user or kind not in ("status500", "status503", "status429", "html", "hang", "no_rotation"):
+        if not user or kind not in ("status500", "status503", "status429", "html", "hang", "no_rotation", "hostile_error"):
             return jsonify(error="need user and a known kind"), 400
         with STATE_LOCK:
             if kind == "no_rotation":
@@ -437,6 +448,18 @@ def create_app(expires_in):
     def device_authorization():
         with STATE_LOCK:
             return server.create_endpoint_response(TestDeviceAuthorizationEndpoint.ENDPOINT_NAME)
+
+    @app.post("/hostile/device_authorization")
+    def hostile_device_authorization():
+        # A device authorization answer whose user code holds U+009B (the 8-bit CSI) and a bidi
+        # override: a client must refuse it or print it escaped, never show it as it is.
+        return jsonify(
+            device_code=uuid.uuid4().hex,
+            user_code="AB\u009b31mCD\u202eEF",
+            verification_uri=request.host_url.rstrip("/") + "/device",
+            expires_in=600,
+            interval=1,
+        )
 
     @app.get("/device")
     def device_page():

@@ -16,7 +16,7 @@ public struct DeviceAuthorization: Sendable, CustomStringConvertible {
     let deviceCode: String
 
     public var description: String {
-        "DeviceAuthorization(user code: \(userCode), verify at: \(RefreshDescription.safe(verificationURI)), expires: \(expiresAt))"
+        "DeviceAuthorization(user code: \(CredentialKey.escaped(userCode)), verify at: \(RefreshDescription.safe(verificationURI)), expires: \(expiresAt))"
     }
 }
 
@@ -42,7 +42,9 @@ extension TokenEndpointClient {
                 .httpError,
                 "The device authorization endpoint \(RefreshDescription.safe(endpoint)) answered without device_code, user_code or verification_uri.")
         }
-        guard userCode.count <= 64, userCode.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7f }) else {
+        // A code the user reads and types: no control character (C0, DEL, C1 such as U+009B, the
+        // 8-bit CSI), no bidirectional formatting character, which would reorder what is shown.
+        guard userCode.count <= 64, !userCode.unicodeScalars.contains(where: CredentialKey.needsEscaping) else {
             throw VaultError(.httpError, "The device authorization endpoint sent a user code that is not short printable text.")
         }
         let expiresIn = Self.number(fields["expires_in"]) ?? 600

@@ -21,10 +21,13 @@ public struct OAuthErrorResponse: Error, Sendable, Hashable, CustomStringConvert
         error == "invalid_grant"
     }
 
+    /// `error: error_description`, escaped as names are (``CredentialKey/escaped(_:)``): a server
+    /// chooses these words, and an escape sequence in them (`ESC]52;…` writes the clipboard on
+    /// some terminals) must never reach the user's terminal as it is.
     public var description: String {
         if let errorDescription, !errorDescription.isEmpty {
-            return "\(error): \(errorDescription)"
+            return "\(CredentialKey.escaped(error)): \(CredentialKey.escaped(errorDescription))"
         }
-        return error
+        return CredentialKey.escaped(error)
     }
 }
