@@ -90,6 +90,7 @@ struct tv_curl_transfer {
     uint8_t *body;
     size_t body_length;
     long timeout_ms;
+    int direct; /* never through a proxy: the host is loopback */
     int aborted; /* read and written with __atomic builtins only */
 
     void (*done)(void *context);
@@ -118,7 +119,7 @@ static void wipe_and_free(void *bytes, size_t length) {
 
 tv_curl_transfer *tv_curl_transfer_new(const char *url, const char *const *headers, size_t header_count,
                                        const void *body, size_t body_length, long timeout_ms, size_t max_body,
-                                       const char *user_agent) {
+                                       const char *user_agent, int direct) {
     tv_curl_transfer *transfer = calloc(1, sizeof *transfer);
     if (transfer == NULL) return NULL;
     transfer->url = copy_string(url);
@@ -140,6 +141,7 @@ tv_curl_transfer *tv_curl_transfer_new(const char *url, const char *const *heade
     if (body_length > 0) memcpy(transfer->body, body, body_length);
     transfer->body_length = body_length;
     transfer->timeout_ms = timeout_ms > 0 ? timeout_ms : 1;
+    transfer->direct = direct != 0;
     transfer->response.limit = max_body;
     transfer->response_headers.limit = 64 * 1024;
     transfer->code = -1;
@@ -244,6 +246,10 @@ static void perform(tv_curl_transfer *transfer) {
         }
     }
     TV_SET(TV_CURLOPT_FOLLOWLOCATION, 0L);
+    /* Loopback never goes through a proxy: plain http is allowed there only because nothing
+       leaves the machine, and http_proxy would carry the secrets off it in clear. An empty
+       CURLOPT_PROXY turns every proxy off, whatever the environment says. */
+    if (transfer->direct) TV_SET(TV_CURLOPT_PROXY, "");
     /* curl's defaults, said out loud: the peer's certificate and name are always verified. */
     TV_SET(TV_CURLOPT_SSL_VERIFYPEER, 1L);
     TV_SET(TV_CURLOPT_SSL_VERIFYHOST, 2L);

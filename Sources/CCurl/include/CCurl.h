@@ -61,11 +61,12 @@ typedef struct tv_curl_transfer tv_curl_transfer;
 /*
  * A transfer of `body` to `url` with `headers` ("Name: value" lines), bounded by `timeout_ms` in
  * all, keeping at most `max_body` bytes of the answer. Everything is copied. NULL when memory ran
- * out. Call only after tv_curl_load returned 1.
+ * out. Call only after tv_curl_load returned 1. With `direct` set, no proxy is used whatever the
+ * environment says (for loopback hosts).
  */
 tv_curl_transfer *tv_curl_transfer_new(const char *url, const char *const *headers, size_t header_count,
                                        const void *body, size_t body_length, long timeout_ms, size_t max_body,
-                                       const char *user_agent);
+                                       const char *user_agent, int direct);
 
 /*
  * Runs the transfer on a new detached thread, which calls `done(context)` when it has finished

@@ -15,7 +15,9 @@ internal import Synchronization
 /// Choices, where URLSession decided before: curl verifies TLS against the system CA store (its
 /// default, never turned off); no cookies (curl keeps none unless asked); proxies from the
 /// environment (`https_proxy`, `no_proxy`, …) as curl does by default, as URLSession on Linux did,
-/// since it is curl too; redirects are not followed, so a token request and its secrets go only
+/// since it is curl too, except for a loopback host (127.0.0.0/8, ::1, localhost), which is
+/// always reached directly: plain http is allowed there only because nothing leaves the machine,
+/// and `http_proxy` would carry the refresh token and client secret off it in clear; redirects are not followed, so a token request and its secrets go only
 /// to the endpoint that was configured (a 3xx answer is an `httpError`).
 enum HTTPTransport {
     /// What a request got back.
@@ -85,11 +87,12 @@ enum HTTPTransport {
         try require()
         let milliseconds = max(1, Int(TokenEndpointClient.seconds(timeout) * 1000))
         let userAgent = "TokenVault/\(TokenVaultVersion.current)"
+        let direct = url.host.map(RefreshDescription.isLoopback) ?? false
         let created: OpaquePointer? = withCStrings(headers) { lines in
             body.withUnsafeBytes { bytes in
                 tv_curl_transfer_new(
                     url.absoluteString, lines, headers.count, bytes.baseAddress, bytes.count, milliseconds,
-                    maximumBodySize, userAgent)
+                    maximumBodySize, userAgent, direct ? 1 : 0)
             }
         }
         guard let created else {
