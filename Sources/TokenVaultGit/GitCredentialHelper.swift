@@ -14,8 +14,10 @@ public import TokenVault
 /// **get** answers the entry's access token as the password, refreshing it first through its
 /// stored ``RefreshDescription`` when it expires within ``leeway`` (one refresh per expiry across
 /// every process, as ``Vault/freshToken(for:leeway:timeout:client:)`` does). It answers nothing
-/// (`nil`) when there is no entry, so that git asks its next helper. It never hands a token to
-/// plain `http` outside loopback, where it would cross the network unencrypted.
+/// (`nil`) when there is no entry, so that git asks its next helper. It answers only `https`, and
+/// plain `http` on loopback: never `http` to another host, and never another protocol (`imap`,
+/// `smtp`, `ftp`, …), where the token would cross the network unencrypted (``mayAnswer(_:)``);
+/// `store` and `erase` ignore such requests too, so they can neither fill nor empty an entry.
 ///
 /// **store** saves git's password, with `password_expiry_utc` and `oauth_refresh_token` when git
 /// sends them. Storing the password the entry already holds changes nothing but what git adds
@@ -23,9 +25,13 @@ public import TokenVault
 /// that holds a refresh description is the vault's own (`vault login`): git's copy of its token
 /// is the same or older, so a different password does not replace it.
 ///
-/// **erase** removes the entry only if it still holds the password git sends (git's own rule for
+/// **erase** acts only if the entry still holds the password git sends (git's own rule for
 /// helpers): an erase for a token that was refreshed since cannot delete the fresh one. An entry
-/// whose refresh token the server rejected is kept (see ``erase(_:from:)``).
+/// that is the vault's own (it holds a refresh description, as `vault login` makes) is never
+/// removed: git calls `erase` after any 401, and one refused access token must not cost the
+/// refresh token, the refresh description and the client secret. Its access token is marked
+/// expired instead, so the next `get` refreshes it. An entry whose refresh token the server
+/// rejected is kept as it is (see ``erase(_:from:)``).
 ///
 /// **A rejected refresh token.** When ``get(_:from:)`` fails with `reauthenticationRequired`,
 /// ``lastKnown(_:from:)`` answers the stale token, so that git tries it and fails with its own
@@ -105,12 +111,19 @@ public struct GitCredentialHelper: Sendable {
         return try await vault.keys(service: key.service).map(\.account)  // keys come sorted
     }
 
-    /// Whether a token may be answered for `request`: not over plain `http` to a host that is not
-    /// loopback.
+    /// Whether a token may be answered for `request`: `https`, or plain `http` to a loopback host.
+    /// Any other protocol (`imap`, `smtp`, `ftp`, none at all) is refused: git hands a helper's
+    /// password to `git imap-send` and to curl's `ftp://` as they are, in clear.
     public func mayAnswer(_ request: GitCredentialRequest) -> Bool {
-        guard request.scheme?.lowercased() == "http" else { return true }
-        guard let host = request.host else { return false }
-        return RefreshDescription.isLoopback(Self.hostName(host))
+        switch request.scheme?.lowercased() {
+        case "https":
+            return true
+        case "http":
+            guard let host = request.host else { return false }
+            return RefreshDescription.isLoopback(Self.hostName(host))
+        default:
+            return false
+        }
     }
 
     /// `host` without its `:port` (an IPv6 literal keeps its brackets until isLoopback drops them).
@@ -177,7 +190,9 @@ public struct GitCredentialHelper: Sendable {
     ///   overwritten); the store's errors.
     @discardableResult
     public func store(_ request: GitCredentialRequest, in vault: Vault) async throws -> StoreOutcome {
-        guard let password = request.password, !password.isEmpty, let named = try key(for: request) else { return .ignored }
+        guard mayAnswer(request), let password = request.password, !password.isEmpty, let named = try key(for: request) else {
+            return .ignored
+        }
         let key = try await entryKey(for: request, in: vault) ?? named
         return try await vault.withEntryLock(key, timeout: lockTimeout) {
             guard var entry = try await vault.storedEntry(for: key) else {
@@ -200,23 +215,37 @@ public struct GitCredentialHelper: Sendable {
         }
     }
 
-    /// Removes the entry if it still holds the password git sends. Returns whether it did.
+    /// Forgets the password git sends, if the entry still holds it. Returns whether it changed
+    /// anything.
     ///
-    /// An entry whose refresh token the server has rejected is kept: it is the vault's record that
-    /// a new login is needed (`vault get --fresh` and every later `get` say so, without asking the
-    /// server again) and holds the refresh description that login renews. Erasing it would turn
-    /// the next failure into a silent "no credential".
+    /// A plain entry is removed. An entry that is the vault's own (it holds a refresh description,
+    /// as `vault login` makes) is kept with everything that refreshes it (refresh token, refresh
+    /// description, client secret); only its access token is dropped from use, by marking it
+    /// expired, so the next `get` refreshes instead of answering the token the server refused.
+    /// git calls `erase` after every 401, and one refused access token must not cost a new login.
+    ///
+    /// An entry whose refresh token the server has rejected is kept as it is: it is the vault's
+    /// record that a new login is needed (`vault get --fresh` and every later `get` say so, without
+    /// asking the server again) and holds the refresh description that login renews. Erasing it
+    /// would turn the next failure into a silent "no credential".
     /// - Throws: `invalidInput` when the entry holds an opaque secret (it is kept); the store's errors.
     @discardableResult
     public func erase(_ request: GitCredentialRequest, from vault: Vault) async throws -> Bool {
-        guard let password = request.password, let key = try await entryKey(for: request, in: vault) else { return false }
+        guard mayAnswer(request), let password = request.password, let key = try await entryKey(for: request, in: vault) else {
+            return false
+        }
         return try await vault.withEntryLock(key, timeout: lockTimeout) {
-            guard let entry = try await vault.storedEntry(for: key), Self.same(entry.token.accessToken, password),
+            guard var entry = try await vault.storedEntry(for: key), Self.same(entry.token.accessToken, password),
                 try entry.refreshTokenRejected() == nil
             else {
                 return false
             }
-            return try await vault.deleteToken(for: key)
+            guard entry.refresh != nil else { return try await vault.deleteToken(for: key) }
+            let now = client.clock.now()
+            if let expiresAt = entry.token.expiresAt, expiresAt <= now { return false }
+            entry.token.expiresAt = OAuthToken.wholeSeconds(now.addingTimeInterval(-1))
+            try await vault.store.save(entry.storedForm(), for: key, contentType: .json)
+            return true
         }
     }
 

@@ -27,13 +27,16 @@ extension VaultCommand {
                 refreshing the token first through its stored refresh description when it expires \
                 within 60 s. With no entry it prints nothing and exits 0, so that git asks its next \
                 helper. It never prompts, for a passphrase or anything else: a file vault needs \
-                TOKEN_VAULT_KEY_FILE, TOKEN_VAULT_PASSPHRASE_FILE or a systemd credential. It never \
-                answers plain http outside loopback.
+                TOKEN_VAULT_KEY_FILE, TOKEN_VAULT_PASSPHRASE_FILE or a systemd credential. It \
+                answers only https, and http on loopback: never http to another host, imap, smtp, \
+                ftp or any other protocol (store and erase ignore those too).
 
                 store saves the password with password_expiry_utc and oauth_refresh_token when git \
                 sends them; an entry holding a refresh description (vault login) keeps its own token. \
-                erase removes the entry only if it still holds the password git sends. Other \
-                operations are ignored, as the protocol asks.
+                erase acts only if the entry still holds the password git sends: it removes a plain \
+                entry, but of an entry holding a refresh description it only marks the access token \
+                expired, keeping the refresh token, the description and the client secret, so the \
+                next get refreshes. Other operations are ignored, as the protocol asks.
 
                 When the server has rejected the entry's refresh token, get says so on stderr \
                 (log in again) and answers the stale token without its expiry: the server refuses \
@@ -74,8 +77,11 @@ extension VaultCommand {
             switch operation {
             case "get":
                 guard try helper.key(for: request) != nil else { return }
-                if !helper.mayAnswer(request), let host = request.host {
-                    try Output.note("vault git-credential: not answering for plain http to \(host): the token would cross the network unencrypted.")
+                if !helper.mayAnswer(request) {
+                    let scheme = CredentialKey.escaped(request.scheme ?? "(no protocol)")
+                    let host = CredentialKey.escaped(request.host ?? "(no host)")
+                    try Output.note(
+                        "vault git-credential: not answering for \(scheme) to \(host): only https (and http on loopback) is answered; elsewhere the token would cross the network unencrypted.")
                     return
                 }
                 guard let vault = try await openVault(creating: false) else { return }

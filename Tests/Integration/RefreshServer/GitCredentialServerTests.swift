@@ -290,18 +290,54 @@ import Glibc
             #expect(try await oauth.stats(user: user).refreshRequests == refreshesBefore + 1)
 
             // An access token the vault believes valid but the server has revoked: git sends it,
-            // is refused, reports its own "Authentication failed" and erases it through the helper.
+            // is refused, reports its own "Authentication failed" and erases it through the helper,
+            // which keeps the entry (it holds a refresh description) and marks the token expired.
             var believed = login
             believed.expiresAt = Date().addingTimeInterval(3600)
             try await vault.saveToken(believed, for: key, refresh: try oauth.publicClient())
             let second = try await world.git(["clone", "--quiet", "\(world.server.url)/repo.git", world.scratch.path("clone-2")])
             #expect(second.status != 0)
             #expect(second.stderr.contains("Authentication failed for '\(world.server.url)/repo.git/'"), "\(second)")
-            #expect(try await vault.token(for: key) == nil, "git's reject did not erase the refused token")
+            #expect(try await vault.token(for: key)?.isExpired(leeway: 0) == true, "git's reject left the refused token valid")
+            #expect(try await vault.refreshDescription(for: key) != nil, "git's reject erased the entry that needs a login")
             #expect(try await oauth.stats(user: user).refreshRequests == refreshesBefore + 1, "a rejected refresh token was presented again")
             for outcome in [first, again, second] {
                 expectNoSecret(outcome, [login.accessToken, login.refreshToken], "git")
                 #expect(!outcome.stderr.contains("Fatal error") && !outcome.stderr.contains("Stack dump"), "\(outcome)")
+            }
+        }
+    }
+
+    /// Issue 34, point 6: one 401 from the git server must not cost the login. An entry made as
+    /// `vault login` makes it (token, refresh token, refresh description) whose access token the
+    /// server no longer takes: git is refused, calls erase, and the helper keeps the entry, so the
+    /// next clone refreshes and works, with no new login.
+    @Test func aRefusedAccessTokenCostsNoLogin() async throws {
+        let user = uniqueName("git-401")
+        try await withWorld(helperArguments: []) { world, vault, oauth in
+            let key = try CredentialKey(service: "127.0.0.1:\(world.server.port)")
+            let login = try await oauth.login(user: user)
+            var believed = login
+            believed.expiresAt = Date().addingTimeInterval(3600)
+            try await vault.saveToken(believed, for: key, refresh: try oauth.publicClient())
+            // The server's access tokens live a few seconds; the vault believes this one has an hour.
+            try await eventually("the access token expires at the server", bound: .seconds(60)) {
+                try await oauth.user(for: login) == nil
+            }
+            let refused = try await world.git(["clone", "--quiet", "\(world.server.url)/repo.git", world.scratch.path("clone-1")])
+            #expect(refused.status == 128, "\(refused)")
+            #expect(refused.stderr.contains("Authentication failed for '\(world.server.url)/repo.git/'"), "\(refused)")
+            let kept = try #require(try await vault.token(for: key), "git's erase after one 401 deleted the entry vault login made")
+            #expect(kept.refreshToken == login.refreshToken)
+            #expect(kept.isExpired(leeway: 0))
+            #expect(try await vault.refreshDescription(for: key) == (try oauth.publicClient()))
+            #expect(try await oauth.stats(user: user).refreshRequests == 0)
+
+            let again = try await world.git(["clone", "--quiet", "\(world.server.url)/repo.git", world.scratch.path("clone-2")])
+            #expect(again.status == 0, "\(again)")
+            #expect(try await oauth.stats(user: user).refreshSucceeded == 1)
+            for outcome in [refused, again] {
+                expectNoSecret(outcome, [login.accessToken, login.refreshToken], "git")
             }
         }
     }
@@ -371,6 +407,20 @@ import Glibc
             let plain = try await world.git(["credential", "fill"], input: "protocol=http\nhost=git.example.test:8443\nusername=alice\n\n")
             #expect(plain.status != 0 && !plain.stdout.contains(secret), "\(plain)")
             #expect(plain.stderr.contains("unencrypted"), "\(plain)")
+
+            // Issue 34, point 5: no other protocol gets the token either: git imap-send would send
+            // it as `LOGIN alice <token>` in clear, curl's ftp as `PASS <token>`.
+            for scheme in ["imap", "smtp", "ftp"] {
+                let other = try await world.git(
+                    ["credential", "fill"], input: "protocol=\(scheme)\nhost=git.example.test:8443\nusername=alice\n\n")
+                #expect(other.status != 0 && !other.stdout.contains(secret), "\(scheme): \(other)")
+                #expect(other.stderr.contains("only https"), "\(scheme): \(other)")
+                expectNoSecret(other, [secret], "git credential fill for \(scheme)")
+            }
+            let imapReject = try await world.git(
+                ["credential", "reject"], input: "protocol=imap\nhost=git.example.test:8443\nusername=alice\npassword=\(secret)\n\n")
+            #expect(imapReject.status == 0, "\(imapReject)")
+            #expect(try await vault.token(for: key)?.accessToken == secret, "an imap reject erased the https entry")
 
             // A stale erase (another password) leaves the entry; the right one removes it.
             let stale = try await world.git(["credential", "reject"], input: request + "password=not-\(secret)\n\n")

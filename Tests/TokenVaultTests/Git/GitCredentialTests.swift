@@ -126,6 +126,28 @@ import Testing
         #expect(!helper.mayAnswer(try parse("protocol=http\nhost=127.0.0.1.example.com\n")))
     }
 
+    /// Issue 34, point 5: git hands a helper's password to `git imap-send` (`LOGIN user token` in
+    /// clear) and to curl's `ftp://` (`PASS token`). Only https, and http on loopback, get one;
+    /// store and erase ignore the rest, so an imap request can neither fill nor empty the entry
+    /// of an https host of the same name.
+    @Test func onlyHTTPSAndLoopbackHTTPAreAnswered() async throws {
+        let helper = GitCredentialHelper()
+        for scheme in ["imap", "imaps", "smtp", "ftp", "ftps", "ldap", "cert", "HTTPX"] {
+            #expect(!helper.mayAnswer(try parse("protocol=\(scheme)\nhost=mail.example.com\n")), "\(scheme)")
+            #expect(!helper.mayAnswer(try parse("protocol=\(scheme)\nhost=127.0.0.1\n")), "\(scheme) on loopback")
+        }
+        #expect(!helper.mayAnswer(try parse("host=git.example.com\n")), "no protocol at all")
+        let vault = Vault(store: MemoryStore())
+        let key = try CredentialKey(service: "mail.example.com", account: "alice")
+        try await vault.saveToken(OAuthToken(accessToken: "ghp_mailtoken"), for: key)
+        let imap = "protocol=imap\nhost=mail.example.com\nusername=alice\n"
+        #expect(try await helper.get(try parse(imap), from: vault) == nil)
+        #expect(try await helper.store(try parse(imap + "password=other\n"), in: vault) == .ignored)
+        #expect(try await helper.erase(try parse(imap + "password=ghp_mailtoken\n"), from: vault) == false)
+        #expect(try await vault.token(for: key)?.accessToken == "ghp_mailtoken")
+        #expect(try await helper.get(try parse("protocol=https\nhost=mail.example.com\nusername=alice\n"), from: vault)?.password == "ghp_mailtoken")
+    }
+
     // MARK: get, store, erase on a memory vault
 
     private func request(_ extra: String = "") throws -> GitCredentialRequest {
@@ -277,6 +299,31 @@ import Testing
         #expect(try await helper.erase(try request("password=fresh\n"), from: vault) == true)
         #expect(try await vault.token(for: key) == nil)
         #expect(try await helper.erase(try request("password=fresh\n"), from: vault) == false)
+    }
+
+    /// Issue 34, point 6: git calls erase after any 401. An entry the vault refreshes itself keeps
+    /// its refresh token and description; only its access token stops being answered (it is
+    /// marked expired), so the next get refreshes instead of needing a new login.
+    @Test func eraseOfAnEntryTheVaultRefreshesKeepsWhatRefreshesIt() async throws {
+        let vault = Vault(store: MemoryStore())
+        let helper = GitCredentialHelper()
+        let key = try CredentialKey(service: "git.example.com", account: "alice")
+        let description = try RefreshDescription(
+            tokenEndpoint: try #require(URL(string: "https://auth.example.com/token")), clientID: "c",
+            clientAuthentication: .clientSecretBasic("tv-client-secret"))
+        let token = OAuthToken(accessToken: "refused", refreshToken: "rt-kept", expiresAt: Date().addingTimeInterval(3600))
+        try await vault.saveToken(token, for: key, refresh: description)
+        #expect(try await helper.erase(try request("password=other\n"), from: vault) == false)
+        #expect(try await vault.token(for: key)?.isExpired() == false)
+        #expect(try await helper.erase(try request("password=refused\n"), from: vault) == true)
+        let kept = try #require(try await vault.token(for: key), "erase removed the entry vault login made")
+        #expect(kept.refreshToken == "rt-kept")
+        #expect(kept.isExpired(leeway: 0), "the refused access token is still taken as valid")
+        #expect(try await vault.refreshDescription(for: key) == description)
+        #expect(try await vault.refreshDescription(for: key)?.clientAuthentication.secret == "tv-client-secret")
+        // A second erase of the same token changes nothing more.
+        #expect(try await helper.erase(try request("password=refused\n"), from: vault) == false)
+        #expect(try await vault.token(for: key)?.refreshToken == "rt-kept")
     }
 
     /// git stores whatever password worked, and a password is not always a bearer token: one with
