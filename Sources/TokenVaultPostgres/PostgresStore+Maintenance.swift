@@ -63,7 +63,7 @@ extension PostgresStore {
                 for try await (rowHash, version, sealed) in rows.decode((Data, Int64, Data).self) {
                     let (key, secret) = try self.openRow(Array(sealed), rowHash: Array(rowHash), version: version, sealing: old)
                     let newRowHash = newSealing.1.keys.rowHash(key)
-                    let newVersion = version + 1
+                    let newVersion = try Self.version(after: version, vault: self.vaultName)
                     let newSealed = try newSealing.1.keys.seal(
                         key, secret: secret,
                         associatedData: Self.associatedData(vaultID: newSealing.1.vaultID, rowHash: newRowHash, version: newVersion))

@@ -323,6 +323,19 @@ public final class PostgresStore: CredentialStore, Sendable {
 
     // MARK: Rows, on one connection (the pool's, or a refresh transaction's)
 
+    /// The version after `version`. Versions come from the database, where an administrator can
+    /// set any value: one at `Int64.max` (which no write of TokenVault makes) is damage
+    /// (`integrityFailure`, exit 5), never an arithmetic trap.
+    static func version(after version: Int64, vault: String) throws -> Int64 {
+        let (next, overflow) = version.addingReportingOverflow(1)
+        guard !overflow else {
+            throw VaultError(
+                .integrityFailure,
+                "A row of \(vault) has the highest possible version (\(Int64.max)), which no write of TokenVault makes: the table was changed behind its back. Restore the row from a backup, or delete it in SQL and save the entry again.")
+        }
+        return next
+    }
+
     /// `"TVP1" ‖ vault id (16) ‖ row hash (32) ‖ version (u64 LE)`.
     static func associatedData(vaultID: [UInt8], rowHash: [UInt8], version: Int64) -> [UInt8] {
         var ad = Array("TVP1".utf8) + vaultID + rowHash
@@ -420,7 +433,7 @@ public final class PostgresStore: CredentialStore, Sendable {
             for try await row in check.decode((Data, Int64?).self) { state = row }
             guard let state else { throw headerMissing() }
             try checkVaultID(state.0, sealing)
-            version = max(version, (state.1 ?? 0)) + 1
+            version = try Self.version(after: max(version, state.1 ?? 0), vault: vaultName)
         }
         throw VaultError(.timeout, "Other writers kept replacing \(key) in \(vaultName); the save was given up after 8 tries.")
     }
