@@ -32,6 +32,10 @@ enum PostgresSQL {
     /// may succeed.
     static func isConnectionFailure(_ error: any Error) -> Bool {
         if error is VaultError { return false }
+        // A value that does not decode (a NULL vault_id, a column of another type) is the table's
+        // damage, not the connection's: another connection reads the same, so it is not retried
+        // until the deadline (which reported "did not answer in time" after 10 s).
+        if error is PostgresDecodingError { return false }
         if let error = error as? PSQLError {
             switch error.code {
             case .server:
@@ -66,6 +70,11 @@ enum PostgresSQL {
     static func vaultError(_ error: any Error, what: String, vault: String) -> VaultError {
         if let error = error as? VaultError { return error }
         if error is CancellationError { return VaultError(.cancelled, "Cancelled while trying to \(what) in \(vault).") }
+        if let error = error as? PostgresDecodingError {
+            return VaultError(
+                .integrityFailure,
+                "\(vault) is damaged or was tampered with: a value read to \(what) is not what TokenVault writes (\(error.code), column \(error.columnName)). Restore it from a backup.")
+        }
         if let error = error as? PSQLError {
             switch error.code {
             case .server:

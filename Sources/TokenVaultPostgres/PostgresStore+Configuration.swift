@@ -152,6 +152,45 @@ extension PostgresStore {
             return "\(user)@\(shownHost):\(port)/\(database)"
         }
 
+        /// The TLS configuration `tlsMode` asks for; `nil` for none.
+        func tlsConfiguration() throws -> TLSConfiguration? {
+            switch tlsMode {
+            case .disable:
+                return nil
+            case .require, .verifyCA, .verifyFull:
+                var context = TLSConfiguration.makeClientConfiguration()
+                context.minimumTLSVersion = .tlsv12
+                switch tlsMode {
+                case .require: context.certificateVerification = .none
+                case .verifyCA: context.certificateVerification = .noHostnameVerification
+                default: context.certificateVerification = .fullVerification
+                }
+                if let rootCertificatePath {
+                    guard FileManager.default.isReadableFile(atPath: rootCertificatePath) else {
+                        throw VaultError(.invalidInput, "The sslrootcert file \(rootCertificatePath) cannot be read.")
+                    }
+                    context.trustRoots = .file(rootCertificatePath)
+                }
+                return context
+            }
+        }
+
+        /// The configuration of one connection outside the pool, the same as the pool's: to learn
+        /// at once why the pool cannot connect (see ``PostgresSchema/openVault``).
+        func connectionConfiguration(connectTimeout: Duration) throws -> PostgresConnection.Configuration {
+            var configuration: PostgresConnection.Configuration
+            if let socketDirectory {
+                let path = (socketDirectory as NSString).appendingPathComponent(".s.PGSQL.\(port)")
+                configuration = PostgresConnection.Configuration(unixSocketPath: path, username: user, password: password, database: database)
+            } else {
+                let tls: PostgresConnection.Configuration.TLS = try tlsConfiguration().map { .require(try NIOSSLContext(configuration: $0)) } ?? .disable
+                configuration = PostgresConnection.Configuration(
+                    host: host ?? "localhost", port: port, username: user, password: password, database: database, tls: tls)
+            }
+            configuration.options.connectTimeout = TimeAmount(connectTimeout)
+            return configuration
+        }
+
         /// The client configuration for postgres-nio.
         func clientConfiguration(connectTimeout: Duration) throws -> PostgresClient.Configuration {
             var configuration: PostgresClient.Configuration
@@ -159,26 +198,7 @@ extension PostgresStore {
                 let path = (socketDirectory as NSString).appendingPathComponent(".s.PGSQL.\(port)")
                 configuration = PostgresClient.Configuration(unixSocketPath: path, username: user, password: password, database: database)
             } else {
-                let tls: PostgresClient.Configuration.TLS
-                switch tlsMode {
-                case .disable:
-                    tls = .disable
-                case .require, .verifyCA, .verifyFull:
-                    var context = TLSConfiguration.makeClientConfiguration()
-                    context.minimumTLSVersion = .tlsv12
-                    switch tlsMode {
-                    case .require: context.certificateVerification = .none
-                    case .verifyCA: context.certificateVerification = .noHostnameVerification
-                    default: context.certificateVerification = .fullVerification
-                    }
-                    if let rootCertificatePath {
-                        guard FileManager.default.isReadableFile(atPath: rootCertificatePath) else {
-                            throw VaultError(.invalidInput, "The sslrootcert file \(rootCertificatePath) cannot be read.")
-                        }
-                        context.trustRoots = .file(rootCertificatePath)
-                    }
-                    tls = .require(context)
-                }
+                let tls: PostgresClient.Configuration.TLS = try tlsConfiguration().map { .require($0) } ?? .disable
                 configuration = PostgresClient.Configuration(
                     host: host ?? "localhost", port: port, username: user, password: password, database: database, tls: tls)
             }

@@ -1,0 +1,137 @@
+import Foundation
+import Testing
+@testable import TokenVaultTestSupport
+import TokenVault
+import TokenVaultPostgres
+
+extension PostgresTests {
+    /// What a database administrator can break (issue 34, points 2 and 9): every break is an
+    /// integrity failure (exit 5) that changes nothing, never a new vault and never a trap.
+    @Suite struct Damage {
+        private func setUp() throws -> (TestPostgres, CLISandbox, String, [String: String]) {
+            let postgres = try TestPostgres.require()
+            let sandbox = try CLISandbox()
+            let database = try postgres.freshDatabase()
+            return (postgres, sandbox, database, postgres.environment(database, keyFile: sandbox.keyFile.path))
+        }
+
+        private func vault(_ sandbox: CLISandbox, _ environment: [String: String], _ arguments: [String], stdin: String = "") throws -> CLIResult {
+            try sandbox.run("vault", arguments, stdin: Data(stdin.utf8), environment: environment)
+        }
+
+        /// Point 2: `DELETE FROM tokenvault_header` used to make the vault look empty (`get` exit 2,
+        /// `list` exit 0, `status` 0 entries), and the next `set` wrote a new header with a new
+        /// vault id, after which every old row failed to open.
+        @Test func sealedRowsWithoutAHeaderAreDamageNeverANewVault() throws {
+            let (postgres, sandbox, database, environment) = try setUp()
+            #expect(try vault(sandbox, environment, ["set", "svc", "acct", "--expires-in", "3600"], stdin: "pg-old-token\n").status == 0)
+            #expect(try vault(sandbox, environment, ["set", "other", "acct", "--expires-in", "3600"], stdin: "pg-other-token\n").status == 0)
+            let rowsBefore = try postgres.sql(database, "SELECT row_hash, version, sealed FROM tokenvault_entries ORDER BY row_hash")
+            try postgres.sql(database, "DELETE FROM tokenvault_header")
+
+            for arguments in [["get", "svc", "acct"], ["list"], ["status"], ["delete", "svc", "acct"]] {
+                let result = try vault(sandbox, environment, arguments)
+                #expect(result.status == 5, "vault \(arguments.joined(separator: " ")): \(result)")
+                #expect(result.stderr.contains("header"), "\(result.stderr)")
+                #expect(!result.stderr.contains("Fatal error"), "\(result.stderr)")
+            }
+            let set = try vault(sandbox, environment, ["set", "svc", "acct", "--expires-in", "3600"], stdin: "pg-new-token\n")
+            #expect(set.status == 5, "vault set made a new vault over the old rows: \(set)")
+            #expect(try postgres.sql(database, "SELECT count(*) FROM tokenvault_header") == "0", "a new header row was written")
+            #expect(
+                try postgres.sql(database, "SELECT row_hash, version, sealed FROM tokenvault_entries ORDER BY row_hash") == rowsBefore,
+                "the old rows changed")
+        }
+
+        /// An empty table with no header is still a vault not made yet: `set` creates it.
+        @Test func anEmptyTableWithoutAHeaderIsStillANewVault() throws {
+            let (postgres, sandbox, database, environment) = try setUp()
+            #expect(try vault(sandbox, environment, ["set", "svc", "--expires-in", "3600"], stdin: "pg-token\n").status == 0)
+            try postgres.sql(database, "DELETE FROM tokenvault_entries")
+            try postgres.sql(database, "DELETE FROM tokenvault_header")
+            #expect(try vault(sandbox, environment, ["get", "svc"]).status == 2)
+            let set = try vault(sandbox, environment, ["set", "svc", "--expires-in", "3600"], stdin: "pg-token-2\n")
+            #expect(set.status == 0, "\(set)")
+            #expect(try vault(sandbox, environment, ["get", "svc"]).stdout == "pg-token-2\n")
+        }
+
+        /// Point 9: a row whose version is the 64-bit maximum made `vault set` trap (SIGILL, exit
+        /// 132, registers on stderr). Arithmetic on database values never traps: it is damage.
+        @Test func aRowVersionAtTheMaximumIsDamageNotATrap() throws {
+            let (postgres, sandbox, database, environment) = try setUp()
+            #expect(try vault(sandbox, environment, ["set", "svc", "--expires-in", "3600"], stdin: "pg-token\n").status == 0)
+            try postgres.sql(database, "UPDATE tokenvault_entries SET version = 9223372036854775807")
+            let before = try postgres.sql(database, "SELECT version, sealed FROM tokenvault_entries")
+            for (arguments, stdin) in [(["set", "svc", "--expires-in", "3600"], "pg-token-2\n"), (["rekey", "--new-key-file", sandbox.root.appendingPathComponent("new.key").path], "")] {
+                if arguments[0] == "rekey" { try CLISandbox.writeKeyFile(sandbox.root.appendingPathComponent("new.key")) }
+                let result = try vault(sandbox, environment, arguments, stdin: stdin)
+                #expect(result.status == 5, "vault \(arguments[0]): \(result)")
+                // set reaches the version arithmetic; rekey opens the row first, which fails.
+                if arguments[0] == "set" { #expect(result.stderr.contains("highest possible version"), "\(result.stderr)") }
+                #expect(!result.stderr.contains("Fatal error") && !result.stderr.contains("Stack dump"), "\(result.stderr)")
+            }
+            #expect(try postgres.sql(database, "SELECT version, sealed FROM tokenvault_entries") == before)
+        }
+
+        /// Point 11: a NULL vault_id reported after the whole 10 s bound that "the database did not
+        /// answer in time": a value that does not decode was retried as a lost connection. It is
+        /// damage, reported at once.
+        @Test func aNullVaultIDIsDamageReportedAtOnce() throws {
+            let (postgres, sandbox, database, environment) = try setUp()
+            #expect(try vault(sandbox, environment, ["set", "svc", "--expires-in", "3600"], stdin: "pg-token\n").status == 0)
+            try postgres.sql(database, "ALTER TABLE tokenvault_header ALTER COLUMN vault_id DROP NOT NULL")
+            try postgres.sql(database, "UPDATE tokenvault_header SET vault_id = NULL")
+            let clock = ContinuousClock()
+            let start = clock.now
+            let result = try vault(sandbox, environment, ["get", "svc"])
+            let elapsed = clock.now - start
+            #expect(result.status == 5, "\(result)")
+            #expect(!result.stderr.contains("did not answer in time"), "\(result.stderr)")
+            #expect(result.stderr.contains("vault_id"), "\(result.stderr)")
+            #expect(elapsed < .seconds(5), "took \(elapsed)")
+        }
+    }
+
+    /// Point 11: a wrong password or a certificate that does not verify reported after the whole
+    /// 10 s bound that "the database did not answer in time" (the pool retries a failed connect in
+    /// silence). Each is told at once, in its own words.
+    @Suite struct Diagnostics {
+        private func timed(_ sandbox: CLISandbox, _ environment: [String: String]) throws -> (CLIResult, Duration) {
+            let clock = ContinuousClock()
+            let start = clock.now
+            let result = try sandbox.run("vault", ["get", "svc"], environment: environment)
+            return (result, clock.now - start)
+        }
+
+        @Test func aWrongPasswordIsToldAtOnce() throws {
+            let postgres = try TestPostgres.require()
+            let sandbox = try CLISandbox()
+            let database = try postgres.freshDatabase()
+            var environment = postgres.environment(database, keyFile: sandbox.keyFile.path)
+            let wrong = sandbox.root.appendingPathComponent("wrong-password")
+            #expect(FileManager.default.createFile(atPath: wrong.path, contents: Data("tv-not-the-password-9c1d\n".utf8), attributes: [.posixPermissions: 0o600]))
+            environment["TOKEN_VAULT_DATABASE_PASSWORD_FILE"] = wrong.path
+            let (result, elapsed) = try timed(sandbox, environment)
+            #expect(result.status == 6, "\(result)")
+            #expect(result.stderr.contains("refused the login"), "\(result.stderr)")
+            #expect(!result.stderr.contains("did not answer in time") && !result.stderr.contains("tv-not-the-password-9c1d"), "\(result.stderr)")
+            #expect(elapsed < .seconds(5), "took \(elapsed)")
+        }
+
+        @Test func aCertificateThatDoesNotVerifyIsToldAtOnce() throws {
+            let postgres = try TestPostgres.require()
+            let sandbox = try CLISandbox()
+            let database = try postgres.freshDatabase()
+            var environment = postgres.environment(database, keyFile: sandbox.keyFile.path)
+            // The system's CA bundle, which does not hold the test cluster's throwaway CA.
+            let url = postgres.url(database).replacingOccurrences(of: postgres.caFile, with: "/etc/ssl/certs/ca-certificates.crt")
+            try #require(url.contains("/etc/ssl/certs/ca-certificates.crt") && FileManager.default.fileExists(atPath: "/etc/ssl/certs/ca-certificates.crt"))
+            environment["TOKEN_VAULT_DATABASE_URL"] = url
+            let (result, elapsed) = try timed(sandbox, environment)
+            #expect(result.status == 6, "\(result)")
+            #expect(result.stderr.contains("TLS"), "\(result.stderr)")
+            #expect(!result.stderr.contains("did not answer in time"), "\(result.stderr)")
+            #expect(elapsed < .seconds(5), "took \(elapsed)")
+        }
+    }
+}
