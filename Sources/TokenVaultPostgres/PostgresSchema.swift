@@ -130,13 +130,48 @@ enum PostgresSchema {
     ) async throws -> PostgresStore.Sealing {
         let vault = PostgresStore.vaultName(configuration)
         let header = try await PostgresStore.withDeadline(options.operationTimeout, what: "open the vault", vault: vault) {
-            try await PostgresStore.retrying(what: "open the vault", vault: vault) {
-                try await client.withConnection { connection in
-                    try await readOrCreateHeader(on: connection, secret: secret, options: options, vault: vault)
+            try await diagnosingFirstContact(configuration, connectTimeout: options.connectTimeout, vault: vault) {
+                try await PostgresStore.retrying(what: "open the vault", vault: vault) {
+                    try await client.withConnection { connection in
+                        try await readOrCreateHeader(on: connection, secret: secret, options: options, vault: vault)
+                    }
                 }
             }
         }
         return try unlock(header, secret: secret, options: options, vault: vault)
+    }
+
+    /// `body`, which waits for a connection of the pool; when none has come after a moment, one
+    /// connection is made outside the pool to see why. The pool retries a failed connect in
+    /// silence until the deadline ("did not answer in time" after 10 s), whatever the reason: a
+    /// refused login or a certificate that does not verify is told at once this way, while an
+    /// unreachable server is still left to the deadline. Costs nothing when the pool connects.
+    static func diagnosingFirstContact<Result: Sendable>(
+        _ configuration: PostgresStore.Configuration, connectTimeout: Duration, vault: String,
+        _ body: @escaping @Sendable () async throws -> Result
+    ) async throws -> Result {
+        try await withThrowingTaskGroup(of: Result?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(for: .milliseconds(250))
+                let connection: PostgresConnection
+                do {
+                    connection = try await PostgresConnection.connect(
+                        configuration: try configuration.connectionConfiguration(connectTimeout: connectTimeout), id: 0,
+                        logger: PostgresSQL.silent)
+                } catch {
+                    if Task.isCancelled || PostgresSQL.isConnectionFailure(error) { return nil }
+                    throw PostgresSQL.vaultError(error, what: "open the vault", vault: vault)
+                }
+                try? await connection.close()
+                return nil
+            }
+            defer { group.cancelAll() }
+            while let next = try await group.next() {
+                if let result = next { return result }
+            }
+            throw CancellationError()
+        }
     }
 
     /// Reads the header row; creates the schema and a new header when there is none (and
@@ -145,6 +180,7 @@ enum PostgresSchema {
         on connection: PostgresConnection, secret: RowSealingSecret, options: PostgresStore.Options, vault: String
     ) async throws -> (Header, PostgresStore.Sealing?) {
         if let header = try await readHeader(on: connection, vault: vault) { return (header, nil) }
+        try await refuseRowsWithoutHeader(on: connection, vault: vault)
         guard options.createIfMissing else {
             throw VaultError(.notFound, "There is no vault in \(vault) yet (no tokenvault_header row); `vault set` creates one.")
         }
@@ -156,9 +192,29 @@ enum PostgresSchema {
             }
             // Another host may have created it while this one waited for the lock.
             if let header = try await readHeader(on: connection, vault: vault) { return (header, nil) }
+            try await refuseRowsWithoutHeader(on: connection, vault: vault)
             let (header, sealing) = try newHeader(secret: secret, kdf: options.kdf, vault: vault)
             try await insert(header, on: connection)
             return (header, sealing)
+        }
+    }
+
+    /// Sealed rows with no header row are damage (the header was deleted), never an empty vault:
+    /// a new header would come with a new vault id, under which every old row fails to open.
+    /// - Throws: `integrityFailure` when `tokenvault_entries` holds a row.
+    static func refuseRowsWithoutHeader(on connection: PostgresConnection, vault: String) async throws {
+        let rows: PostgresRowSequence
+        do {
+            rows = try await connection.query("SELECT EXISTS (SELECT 1 FROM tokenvault_entries)", logger: PostgresSQL.silent)
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42P01" {
+            return  // undefined_table: first use
+        }
+        var found = false
+        for try await (exists) in rows.decode(Bool.self) { found = exists }
+        if found {
+            throw damaged(
+                vault,
+                "tokenvault_entries holds sealed rows but tokenvault_header has no header row (it was deleted); without it no entry can be opened, and no new vault is made over them")
         }
     }
 
