@@ -87,5 +87,50 @@ import Testing
         #expect(Self.loaded(result).contains { $0.contains("libcurl.so.4") }, "libcurl was not loaded: \(Self.loaded(result).suffix(20))")
         #expect(result.stderr.contains("refused"), "\(result.stderr.suffix(400))")
     }
+
+    /// Issue 34, point 13: a plain `swift build` puts `$ORIGIN` in the binary's RUNPATH, so a
+    /// `libcurl.so.4` placed beside `vault` used to be loaded (constructors and all) by the first
+    /// refresh. A copy of `vault` in a directory of its own, with a library there under curl's
+    /// soname (libsodium, which has none of curl's functions): the refresh takes the system's
+    /// libcurl and reaches the point of connecting; nothing is mapped from the binary's directory.
+    @Test func aLibraryBesideTheBinaryIsNeverLoaded() throws {
+        let sandbox = try CLISandbox()
+        let directory = sandbox.root.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
+        let copy = directory.appendingPathComponent("vault").path
+        try FileManager.default.copyItem(atPath: try Products.executable("vault"), toPath: copy)
+        let elf = try ChildProcess.run("/usr/bin/readelf", ["-d", copy], environment: ["PATH": "/usr/bin:/bin"])
+        try #require(
+            elf.stdoutText.contains("$ORIGIN"),
+            "the test needs a vault built with SwiftPM's default $ORIGIN search path (no --disable-local-rpath): \(elf.stdoutText)")
+        let sodium = try #require(
+            ["/usr/lib/x86_64-linux-gnu/libsodium.so.23", "/usr/lib/aarch64-linux-gnu/libsodium.so.23", "/usr/lib64/libsodium.so.23"]
+                .first { FileManager.default.fileExists(atPath: $0) })
+        for name in ["libcurl.so.4", "libsecret-1.so.0"] {
+            try FileManager.default.copyItem(atPath: sodium, toPath: directory.appendingPathComponent(name).path)
+        }
+        let response = Data(#"{"access_token":"gho_originCurl1","token_type":"bearer","expires_in":3600,"refresh_token":"ghr_originCurl1"}"#.utf8)
+        let set = try ChildProcess.run(
+            copy, ["set", "api", "--token-url", "http://127.0.0.1:1/token", "--client-id", "origin"] + sandbox.fileVault,
+            environment: sandbox.environment, stdin: response)
+        #expect(set.status == 0, "\(set.stderr)")
+        var environment = sandbox.environment
+        // LD_DEBUG=libs names every object whose initialisers run ("calling init: /path").
+        environment["LD_DEBUG"] = "libs"
+        let besideInit = "init: \(directory.path)/"
+        let refresh = try ChildProcess.run(copy, ["refresh", "api"] + sandbox.fileVault, environment: environment)
+        let result = CLIResult(status: refresh.status, stdout: refresh.stdoutText, stderr: refresh.stderr)
+        #expect(result.stderr.contains("init: /"), "LD_DEBUG=libs reported no initialiser at all")
+        #expect(!result.stderr.contains(besideInit), "a library beside the binary was loaded and its initialisers ran")
+        #expect(!result.stderr.contains("has no function"), "\(result.stderr.suffix(400))")
+        #expect(result.status == 6 && result.stderr.contains("refused"), "\(result.stderr.suffix(400))")
+
+        let keyring = try ChildProcess.run(
+            copy, ["--backend", "secret-service", "list"],
+            environment: environment.merging(["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/tokenvault-bus"]) { $1 })
+        let secretResult = CLIResult(status: keyring.status, stdout: keyring.stdoutText, stderr: keyring.stderr)
+        #expect(!secretResult.stderr.contains(besideInit), "libsecret came from beside the binary")
+        #expect(!secretResult.stderr.contains("has no function"), "\(secretResult.stderr.suffix(400))")
+    }
 }
 #endif
