@@ -87,5 +87,66 @@ struct SystemdServiceUserTests {
             #expect(!result.stderr.contains(token) && !result.stderr.contains(hex))
         }
     }
+
+    /// Issue 34, point 8: the exception accepted a symbolic link to a root-owned key, a `0440` key
+    /// that a shared group could read, and a credentials directory anyone could write; a second
+    /// user read such a key. Each is refused now, while the shape systemd makes still opens.
+    @Test func theExceptionHoldsOnlyTheShapeSystemdMakes() throws {
+        var template = Array("/tmp/tokenvault-service-shape.XXXXXX".utf8CString)
+        let made = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) })
+        let root = String(cString: made)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        #expect(chmod(root, 0o711) == 0)
+        let vault = root + "/vault"
+        try FileManager.default.copyItem(atPath: try Products.executable("vault"), toPath: vault)
+        #expect(chmod(vault, 0o755) == 0)
+        let state = root + "/state"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        #expect(chown(state, Self.serviceUser, Self.serviceUser) == 0)
+        let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+
+        /// A credentials directory with the key laid out by `layout`; the environment that names it.
+        func credentials(_ name: String, mode: mode_t = 0o711, layout: (String) throws -> Void) throws -> [String: String] {
+            let directory = "\(root)/\(name)"
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+            #expect(chmod(directory, mode) == 0)
+            try layout(directory + "/token-vault.key")
+            return ["CREDENTIALS_DIRECTORY": directory, "TOKEN_VAULT_BACKEND": "file", "TOKEN_VAULT_FILE": state + "/tokens.vault"]
+        }
+        func systemdKey(_ path: String) throws {
+            #expect(FileManager.default.createFile(atPath: path, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o400]))
+            try #require(Self.grantRead(path, to: Self.serviceUser), "setxattr: \(String(cString: strerror(errno)))")
+        }
+
+        // What systemd makes opens (and creates the vault the others try to read).
+        let good = try credentials("good", layout: systemdKey)
+        let token = "gho_fakeShape\(UInt32.random(in: 1000...9999))"
+        let set = try Self.vaultAsService(vault, ["set", "api"], environment: good, stdin: token + "\n")
+        #expect(set.status == 0, "\(set)")
+
+        // A symbolic link to a key in systemd's shape kept elsewhere.
+        let elsewhere = root + "/keys"
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o711])
+        try systemdKey(elsewhere + "/real.key")
+        let linked = try credentials("linked") { path in
+            try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: elsewhere + "/real.key")
+        }
+        // A root-owned 0440 key readable through its group (nogroup, the service's), no ACL.
+        let shared = try credentials("shared") { path in
+            #expect(FileManager.default.createFile(atPath: path, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o440]))
+            #expect(chown(path, 0, Self.serviceUser) == 0)
+        }
+        // systemd's shape, in a directory anyone can write (and so replace the key in).
+        let writable = try credentials("writable", mode: 0o777, layout: systemdKey)
+
+        for (label, environment) in [("symbolic link", linked), ("shared group", shared), ("world-writable directory", writable)] {
+            let result = try Self.vaultAsService(vault, ["get", "api"], environment: environment)
+            #expect(result.status == 1, "\(label): the key was taken: \(result)")
+            #expect(result.stderr.contains("belongs to another user"), "\(label): \(result)")
+            #expect(!result.stdout.contains(token) && !result.stderr.contains(hex), "\(label)")
+        }
+        let again = try Self.vaultAsService(vault, ["get", "api"], environment: good)
+        #expect(again.status == 0 && again.stdout == token + "\n", "\(again)")
+    }
 }
 #endif

@@ -54,7 +54,7 @@ enum KeyMaterial {
             throw VaultError(
                 .invalidInput, "The \(what) \(path) is not a regular file (it is a FIFO, a device or a directory); give the path of a file.")
         }
-        let grantedBySystemd = isSystemdGrant(path, status)
+        let grantedBySystemd = isSystemdGrant(path, status, fd: fd)
         guard status.isOwnedByCaller || grantedBySystemd else {
             throw VaultError(
                 .insecurePermissions,
@@ -115,9 +115,59 @@ enum KeyMaterial {
     /// as the group read bit (the ACL mask): so the file is neither this user's nor `0600`, and is
     /// as private as a credential gets. (Where the file system has no ACLs, systemd gives the file
     /// to the service's user instead, and the ordinary checks pass.)
-    static func isSystemdGrant(_ path: String, _ status: SystemCall.FileStatus) -> Bool {
-        status.owner == 0 && !status.isOwnedByCaller && status.permissionBits & ~UInt32(0o440) == 0
-            && VaultConfiguration.isInSystemdCredentialsDirectory(path)
+    ///
+    /// Held to exactly that shape (issue 34): the path itself is the file (no symbolic link, which
+    /// systemd never makes there); its group is root's; the group read bit is the mask of an ACL
+    /// whose only named user is this one, with no group and no other access (a plain `0440` file
+    /// readable by a shared group is refused); and the directory is a directory owned by root or
+    /// this user that no group or other can write (systemd makes it `0500`/`0550`).
+    static func isSystemdGrant(_ path: String, _ status: SystemCall.FileStatus, fd: Int32) -> Bool {
+        guard status.owner == 0, status.group == 0, !status.isOwnedByCaller, status.permissionBits & ~UInt32(0o440) == 0,
+            VaultConfiguration.isInSystemdCredentialsDirectory(path)
+        else { return false }
+        // The name is the file that was opened, not a link to it.
+        guard let named = try? SystemCall.lstat(path), !named.isSymbolicLink,
+            named.device == status.device, named.inode == status.inode
+        else { return false }
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        guard let parent = try? SystemCall.lstat(directory), parent.isDirectory,
+            parent.owner == 0 || parent.isOwnedByCaller, parent.permissionBits & 0o022 == 0
+        else { return false }
+        // Group bits set: they must be an ACL's mask, granting this user alone.
+        guard status.permissionBits & 0o040 != 0 else { return true }
+        return aclGrantsOnlyCaller(fd)
+    }
+
+    /// Whether the file's `system.posix_acl_access` names this user as its only user, and gives
+    /// its group, named groups and others no read access. `false` when there is no ACL.
+    private static func aclGrantsOnlyCaller(_ fd: Int32) -> Bool {
+        // fgetxattr(2) from libc; Swift's Glibc module leaves <sys/xattr.h> out.
+        typealias GetXattr = @convention(c) (Int32, UnsafePointer<CChar>, UnsafeMutableRawPointer?, Int) -> Int
+        guard let symbol = dlsym(nil, "fgetxattr") else { return false }
+        let fgetxattr = unsafeBitCast(symbol, to: GetXattr.self)
+        var buffer = [UInt8](repeating: 0, count: 1024)
+        let length = buffer.withUnsafeMutableBytes { fgetxattr(fd, "system.posix_acl_access", $0.baseAddress, $0.count) }
+        // Version 2, then entries of (tag u16, permissions u16, id u32), little-endian.
+        guard length >= 4, (length - 4) % 8 == 0 else { return false }
+        func u16(_ at: Int) -> UInt16 { UInt16(buffer[at]) | UInt16(buffer[at + 1]) << 8 }
+        func u32(_ at: Int) -> UInt32 { UInt32(u16(at)) | UInt32(u16(at + 2)) << 16 }
+        guard u32(0) == 2 else { return false }
+        var grantsCaller = false
+        for entry in stride(from: 4, to: length, by: 8) {
+            let (tag, permissions, id) = (u16(entry), u16(entry + 2), u32(entry + 4))
+            switch tag {
+            case 0x01, 0x10: continue  // the owner (root), the mask
+            case 0x02:  // a named user: this one only
+                guard id == SystemCall.effectiveUserID else { return false }
+                grantsCaller = permissions & 4 != 0
+            case 0x04, 0x08, 0x20:  // the owning group, a named group, others: nothing
+                guard permissions == 0 else { return false }
+            default:
+                return false
+            }
+        }
+        return grantsCaller
     }
 
     /// Runs one system call on a key or passphrase file; a missing file is `keyFileMissing`.
