@@ -22,11 +22,16 @@ public struct AuthorizationCodeLogin: Sendable {
     }
 
     /// Runs the login: listens on a loopback port, gives `present` the URL to open (print it;
-    /// open a browser; an error it throws ends the login), waits for the redirect, checks `state`, and exchanges the code with its
-    /// PKCE verifier for a token.
-    /// - Throws: `timeout` when no redirect came in time; `invalidInput` for a redirect whose
-    ///   `state` does not match; `tokenEndpointError` when the server sent an error (the user
-    ///   denied, say); the ``TokenEndpointClient`` errors for the exchange.
+    /// open a browser; an error it throws ends the login), waits for the redirect, and exchanges
+    /// the code with its PKCE verifier for a token.
+    ///
+    /// The listener answers only this login's redirect: a request for another path, with another
+    /// `Host` than its own address, with a `state` this login did not send, or from a connection
+    /// that another user's process opened (read from `/proc/net/tcp`) is ignored, and the wait
+    /// goes on until the time-out. So a local user who learns the URL (with a display, it is in
+    /// `xdg-open`'s argv, which `/proc` shows) can neither end the login nor inject a code.
+    /// - Throws: `timeout` when no redirect came in time; `tokenEndpointError` when the server
+    ///   sent an error (the user denied, say); the ``TokenEndpointClient`` errors for the exchange.
     public func run(client: TokenEndpointClient = TokenEndpointClient(), present: @Sendable (URL) async throws -> Void) async throws -> OAuthToken {
         let listener = try LoopbackListener()
         defer { listener.close() }
@@ -57,12 +62,7 @@ public struct AuthorizationCodeLogin: Sendable {
         }
         try await present(url)
 
-        let query = try await listener.waitForRedirect(path: "/callback", timeout: timeout)
-        guard query["state"] == state else {
-            throw VaultError(
-                .invalidInput,
-                "The redirect's state does not match the one sent: it did not come from this login; nothing was stored.")
-        }
+        let query = try await listener.waitForRedirect(path: "/callback", state: state, timeout: timeout)
         if let error = query["error"] {
             let oauthError = OAuthErrorResponse(error: String(error.prefix(100)), errorDescription: query["error_description"].map { String($0.prefix(300)) })
             throw VaultError(.tokenEndpointError, "The authorization server refused the login: \(oauthError).", underlying: oauthError)
@@ -91,6 +91,16 @@ public struct AuthorizationCodeLogin: Sendable {
         } catch {
             return false
         }
+    }
+
+    /// Compares two strings without stopping at the first difference.
+    static func same(_ left: String, _ right: String) -> Bool {
+        let left = Array(left.utf8)
+        let right = Array(right.utf8)
+        guard left.count == right.count else { return false }
+        var difference: UInt8 = 0
+        for index in left.indices { difference |= left[index] ^ right[index] }
+        return difference == 0
     }
 
     /// `count` random bytes, base64url without padding (RFC 7636 §4.1: 43 characters for 32 bytes).
@@ -153,9 +163,11 @@ final class LoopbackListener: @unchecked Sendable {
         descriptor = -1
     }
 
-    /// Waits for a `GET path?…` and answers it with a page that says the login can go on in the
-    /// terminal; other requests (a favicon, say) get a 404 and the wait goes on. Returns the query.
-    func waitForRedirect(path: String, timeout: Duration) async throws -> [String: String] {
+    /// Waits for a `GET path?…` carrying `state` and answers it with a page that says the login
+    /// can go on in the terminal; returns its query. Anything else is answered (a favicon gets a
+    /// 404, a wrong `state` a 400) or, from another user or for another `Host`, dropped, and the
+    /// wait goes on.
+    func waitForRedirect(path: String, state: String, timeout: Duration) async throws -> [String: String] {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
         while true {
@@ -175,8 +187,10 @@ final class LoopbackListener: @unchecked Sendable {
                 continue
             }
             defer { _ = Glibc.close(connection) }
-            guard let target = Self.readRequestTarget(connection) else { continue }
-            let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+            // Another user's process: dropped unanswered, before a byte is read.
+            guard Self.peerIsThisUser(connection, listeningPort: port) else { continue }
+            guard let request = Self.readRequest(connection), request.host == "127.0.0.1:\(port)" else { continue }
+            let parts = request.target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.first.map(String.init) == path else {
                 Self.respond(connection, status: "404 Not Found", body: "Not found.")
                 continue
@@ -190,6 +204,11 @@ final class LoopbackListener: @unchecked Sendable {
                     query[name] = field.count == 2 ? decode(field[1]) ?? "" : ""
                 }
             }
+            guard let given = query["state"], AuthorizationCodeLogin.same(given, state) else {
+                // Not this login's redirect: whoever sent it learns nothing, and the login waits on.
+                Self.respond(connection, status: "400 Bad Request", body: "This is not the redirect of the login in progress.")
+                continue
+            }
             Self.respond(
                 connection, status: "200 OK",
                 body: "<!doctype html><title>Signed in</title><p>The login is complete; you can close this window and return to the terminal.</p>")
@@ -197,23 +216,61 @@ final class LoopbackListener: @unchecked Sendable {
         }
     }
 
-    /// The request target of an HTTP/1 request line, read with a 5 s bound and an 8 KiB cap.
-    private static func readRequestTarget(_ connection: Int32) -> String? {
+    /// Whether the process at the other end of `connection` runs as this user: the kernel lists
+    /// every TCP socket with its owner's uid in `/proc/net/tcp`, and the peer's socket is the one
+    /// whose local address is the peer's and whose remote address is this listener's port.
+    /// `true` when the table cannot be read (no `/proc`), so that the login still works there.
+    static func peerIsThisUser(_ connection: Int32, listeningPort: UInt16) -> Bool {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(connection, $0, &length) }
+        }
+        guard named == 0, address.sin_family == sa_family_t(AF_INET) else { return false }
+        // The kernel prints an address as the hex of its raw (network-order) 32 bits read in host
+        // order, and a port as its number.
+        let peer = String(format: "%08X:%04X", address.sin_addr.s_addr, UInt16(bigEndian: address.sin_port))
+        let ours = String(format: "%08X:%04X", UInt32(0x7f00_0001).bigEndian, listeningPort)
+        // Read to the end: procfs files report a size of 0.
+        guard let file = FileHandle(forReadingAtPath: "/proc/net/tcp"), let bytes = try? file.readToEnd() else { return true }
+        try? file.close()
+        let table = String(decoding: bytes, as: UTF8.self)
+        for line in table.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid …
+            guard fields.count > 7, fields[1] == peer, fields[2] == ours else { continue }
+            return UInt32(fields[7]) == UInt32(geteuid())
+        }
+        return false
+    }
+
+    /// The request target of an HTTP/1 request line and its `Host` field, read with a 5 s bound
+    /// and an 8 KiB cap.
+    private static func readRequest(_ connection: Int32) -> (target: String, host: String?)? {
         _ = fcntl(connection, F_SETFL, fcntl(connection, F_GETFL) & ~O_NONBLOCK)
         var timeout = timeval(tv_sec: 5, tv_usec: 0)
         _ = setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var data = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 2048)
+        let endOfHeader: [UInt8] = [0x0d, 0x0a, 0x0d, 0x0a]
         while data.count < 8192 {
             let count = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
             if count <= 0 { break }
             data += buffer[0..<count]
-            if data.contains(0x0a) { break }
+            if data.count >= 4, data.indices.dropLast(3).contains(where: { Array(data[$0..<$0 + 4]) == endOfHeader }) { break }
         }
-        guard let end = data.firstIndex(of: 0x0a), let line = String(bytes: data[..<end], encoding: .utf8) else { return nil }
-        let fields = line.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: " ")
+        guard let text = String(bytes: data, encoding: .utf8) else { return nil }
+        let lines = text.split(separator: "\r\n", omittingEmptySubsequences: false)
+        guard let requestLine = lines.first else { return nil }
+        let fields = requestLine.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: " ")
         guard fields.count == 3, fields[0] == "GET" else { return nil }
-        return String(fields[1])
+        var host: String?
+        for line in lines.dropFirst() {
+            if line.isEmpty { break }
+            guard let colon = line.firstIndex(of: ":"), line[..<colon].lowercased() == "host" else { continue }
+            host = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return (String(fields[1]), host)
     }
 
     private static func respond(_ connection: Int32, status: String, body: String) {

@@ -7,6 +7,9 @@ import TokenVault
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Getting the first token: the device grant (RFC 8628) and the code grant with PKCE (RFC 7636)
 /// on a loopback redirect, against the real authlib server.
@@ -135,25 +138,62 @@ import FoundationNetworking
         #expect(try await server.stats(user: user).codesIssued == 1)
     }
 
-    @Test func codeGrantRefusesARedirectWithAnotherState() async throws {
+    /// Issue 34, point 7: any local user could end a login with one request carrying a wrong
+    /// `state`. Such a redirect (and one for another path, or naming another Host) is answered
+    /// or dropped, and the login waits on for the real one.
+    @Test func codeGrantIgnoresARedirectWithAnotherStateAndWaitsOn() async throws {
         let server = try TestOAuthServer.require()
+        let user = uniqueName("browser-waits")
         let login = try AuthorizationCodeLogin(
             authorizationEndpoint: server.url.appendingPathComponent("authorize"), description: try server.publicClient(),
             timeout: .seconds(30))
-        do {
-            _ = try await login.run { url in
-                let redirect = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "redirect_uri" }?.value
-                Task {
-                    // A forged redirect: the right listener, a code, a state this login never sent.
-                    guard let redirect, let forged = URL(string: "\(redirect)?code=forged&state=not-the-one") else { return }
-                    _ = try await URLSession.shared.data(from: forged)
-                }
+        let forgedStatus = AuthorizationBox.URLBox()
+        let token = try await login.run { url in
+            let redirect = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "redirect_uri" }?.value
+            Task {
+                // A forged redirect first: the right listener, a code, a state this login never sent.
+                guard let redirect, let forged = URL(string: "\(redirect)?code=forged&state=not-the-one"),
+                    let elsewhere = URL(string: redirect.replacingOccurrences(of: "/callback", with: "/other") + "?code=forged")
+                else { return }
+                let (_, answer) = try await URLSession.shared.data(from: forged)
+                let (_, other) = try await URLSession.shared.data(from: elsewhere)
+                forgedStatus.value = URL(string: "status://\((answer as? HTTPURLResponse)?.statusCode ?? 0)/\((other as? HTTPURLResponse)?.statusCode ?? 0)")
+                // Then the user's browser, with the real redirect.
+                try await server.browse(url, as: user)
             }
-            Issue.record("a forged redirect was accepted")
-        } catch let error as VaultError {
-            #expect(error.code == .invalidInput)
-            #expect(error.message.contains("state"))
         }
+        #expect(try await server.user(for: token) == user)
+        #expect(forgedStatus.value?.absoluteString == "status://400/404", "\(String(describing: forgedStatus.value))")
+    }
+
+    /// Issue 34, point 7: with a display, the authorization URL (state included) is in xdg-open's
+    /// argv, which every local user can read from /proc. A redirect sent from another user's
+    /// process, with the right state and the attacker's own code, is dropped unanswered; the
+    /// user's own browser completes the login. Needs root, to run the other user (setpriv).
+    @Test(.enabled(if: getuid() == 0, "running a second user needs root"))
+    func codeGrantDropsARedirectFromAnotherUser() async throws {
+        let server = try TestOAuthServer.require()
+        let user = uniqueName("browser-own")
+        let login = try AuthorizationCodeLogin(
+            authorizationEndpoint: server.url.appendingPathComponent("authorize"), description: try server.publicClient(),
+            timeout: .seconds(60))
+        let token = try await login.run { url in
+            let query = Dictionary(
+                (URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []).map { ($0.name, $0.value ?? "") },
+                uniquingKeysWith: { first, _ in first })
+            guard let redirect = query["redirect_uri"], let state = query["state"] else { return }
+            Task {
+                // The other user (nobody) sends the right state with its own code.
+                let script = "import sys, urllib.request\ntry:\n    urllib.request.urlopen(sys.argv[1], timeout=10)\n    print('answered')\nexcept Exception as error:\n    print('dropped', type(error).__name__)\n"
+                let other = try ChildProcess.run(
+                    "/usr/bin/setpriv",
+                    ["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/python3", "-c", script, "\(redirect)?code=attacker-code&state=\(state)"],
+                    environment: ["PATH": "/usr/bin:/bin"])
+                #expect(other.stdoutText.hasPrefix("dropped"), "another user's redirect was answered: \(other.stdoutText) \(other.stderr)")
+                try await server.browse(url, as: user)
+            }
+        }
+        #expect(try await server.user(for: token) == user, "the login took another user's code")
     }
 
     @Test func codeGrantDeniedByTheUser() async throws {
