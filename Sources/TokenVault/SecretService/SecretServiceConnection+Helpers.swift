@@ -42,6 +42,15 @@ extension SecretServiceStore.Connection {
                 + "the default (for example in Seahorse), or use the encrypted file backend.")
     }
 
+    /// Several items match one key: another program of the user made the others (an item with
+    /// TokenVault's attributes plus one more matches the same search). Which one a read would take
+    /// is up to the provider, so none is taken: the caller is told, as for other damage.
+    static func severalItems(_ key: CredentialKey, count: Int) -> VaultError {
+        VaultError(
+            .integrityFailure,
+            "The Secret Service holds \(count) items for \(key), where TokenVault keeps one; another program made the others, and any of them could be the one read. Nothing was read. See them with `secret-tool search --all service \(key.displayService) account \(key.displayAccount)`; saving the entry again keeps only the new value, deleting it removes them all.")
+    }
+
     /// A secret value holding a copy of `secret` (in libsecret's non-pageable memory).
     static func value(_ secret: Data, contentType: String, action: String) throws -> OpaquePointer {
         let value = secret.withUnsafeBytes { bytes -> OpaquePointer? in

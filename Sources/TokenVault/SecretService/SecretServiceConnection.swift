@@ -189,6 +189,10 @@ extension SecretServiceStore {
                 if finishCacheOperation(operation), operation.watching, found.unlocked.count == 1, found.locked.isEmpty {
                     itemCache.remember(found.unlocked[0], for: key)
                 }
+                // Never pick one of several: an extra item may be another program's shadow.
+                if found.unlocked.count + found.locked.count > 1 {
+                    throw Self.severalItems(key, count: found.unlocked.count + found.locked.count)
+                }
                 guard let path = found.unlocked.first else {
                     if !found.locked.isEmpty { return .locked(found.locked) }
                     if isGnomeKeyring, let locked = try lockedDefaultCollection(cancellable, action: action) {

@@ -89,6 +89,25 @@ import Testing
         #expect(try secretToolLookup(key).output.isEmpty)
     }
 
+    /// Issue 34, point 12: an item with TokenVault's attributes plus one more used to shadow the
+    /// entry in silence (3 of 3 reads returned it). Several items for one key are reported, and
+    /// none is picked; the next save keeps one item again.
+    @Test func aKeyWithSeveralItemsIsReportedNeverPicked() async throws {
+        let key = try freshKey()
+        let store = try await storeThatKnows(key, "ours-1f2e")
+        try duplicate(key, "theirs-3d4c")
+        let reader = try await SharedKeyring.store()
+        for _ in 0..<3 {
+            let error = await #expect(throws: VaultError.self) { try await reader.load(key) }
+            #expect(error?.code == .integrityFailure, "\(String(describing: error))")
+            #expect(error?.message.contains("2 items") == true, "\(String(describing: error))")
+            #expect(error.map { !$0.message.contains("ours-1f2e") && !$0.message.contains("theirs-3d4c") } == true)
+        }
+        try await store.save(Data("latest".utf8), for: key, contentType: .text)
+        #expect(try await reader.load(key) == Data("latest".utf8))
+        #expect(try await store.delete(key))
+    }
+
     /// How many items `secret-tool search --all` lists for `key`.
     private func itemCount(_ key: CredentialKey) throws -> Int {
         let search = try SecretToolProcess.run(["search", "--all", "service", key.service, "account", key.account])
