@@ -106,8 +106,13 @@ import Testing
         let sodium = try #require(
             ["/usr/lib/x86_64-linux-gnu/libsodium.so.23", "/usr/lib/aarch64-linux-gnu/libsodium.so.23", "/usr/lib64/libsodium.so.23"]
                 .first { FileManager.default.fileExists(atPath: $0) })
+        // The library itself, not the soname's symbolic link (copied as a link, it would dangle).
+        let sodiumFile = URL(fileURLWithPath: sodium).resolvingSymlinksInPath().path
         for name in ["libcurl.so.4", "libsecret-1.so.0"] {
-            try FileManager.default.copyItem(atPath: sodium, toPath: directory.appendingPathComponent(name).path)
+            let planted = directory.appendingPathComponent(name).path
+            try FileManager.default.copyItem(atPath: sodiumFile, toPath: planted)
+            let kind = try FileManager.default.attributesOfItem(atPath: planted)[.type] as? FileAttributeType
+            try #require(kind == .typeRegular, "\(planted) is not a regular file")
         }
         let response = Data(#"{"access_token":"gho_originCurl1","token_type":"bearer","expires_in":3600,"refresh_token":"ghr_originCurl1"}"#.utf8)
         let set = try ChildProcess.run(
