@@ -12,7 +12,7 @@ public import TokenVault
 /// that `vault login github` made.
 ///
 /// **get** answers the entry's access token as the password, refreshing it first through its
-/// stored ``RefreshDescription`` when it expires within ``leeway`` (one refresh per expiry across
+/// stored ``ClientRegistration`` when it expires within ``leeway`` (one refresh per expiry across
 /// every process, as ``Vault/freshToken(for:leeway:timeout:client:)`` does). It answers nothing
 /// (`nil`) when there is no entry, so that git asks its next helper. It never hands a token to
 /// plain `http` outside loopback, where it would cross the network unencrypted.
@@ -110,7 +110,7 @@ public struct GitCredentialHelper: Sendable {
     public func mayAnswer(_ request: GitCredentialRequest) -> Bool {
         guard request.scheme?.lowercased() == "http" else { return true }
         guard let host = request.host else { return false }
-        return RefreshDescription.isLoopback(Self.hostName(host))
+        return ClientRegistration.isLoopback(Self.hostName(host))
     }
 
     /// `host` without its `:port` (an IPv6 literal keeps its brackets until isLoopback drops them).
