@@ -250,18 +250,18 @@ import Testing
     @Test func storeNeverReplacesAnEntryTheVaultRefreshes() async throws {
         let vault = Vault(store: MemoryStore())
         let key = try CredentialKey(service: "github")
-        let description = try RefreshDescription(
+        let description = try ClientRegistration(
             tokenEndpoint: try #require(URL(string: "https://auth.example.com/token")), clientID: "cli")
         let token = OAuthToken(accessToken: "fresh", refreshToken: "rt", expiresAt: Date().addingTimeInterval(3600))
-        try await vault.saveToken(token, for: key, refresh: description)
+        try await vault.saveToken(token, for: key, registration: description)
         let helper = GitCredentialHelper(service: "github", account: "default")
         // A stale copy of an older token, as git stores after using it.
         #expect(try await helper.store(try request("password=older\n"), in: vault) == .keptManagedEntry)
         #expect(try await vault.token(for: key) == token)
-        #expect(try await vault.refreshDescription(for: key) == description)
+        #expect(try await vault.registration(for: key) == description)
         // Its own token with an expiry: merged, the description kept.
         #expect(try await helper.store(try request("password=fresh\npassword_expiry_utc=1900000000\n"), in: vault) == .updated)
-        #expect(try await vault.refreshDescription(for: key) == description)
+        #expect(try await vault.registration(for: key) == description)
         #expect(try await vault.token(for: key)?.expiresAt == Date(timeIntervalSince1970: 1_900_000_000))
     }
 
