@@ -171,8 +171,9 @@ extension RefreshCrossProcessTests {
             #expect(unreachable.stderr.contains("refused") && unreachable.stderr.contains("3 time(s)"), "\(unreachable.stderr)")
             #expect(unreachable.stdout.isEmpty)
 
-            // Without a description, --fresh behaves as get does: expired is exit 3.
-            try await vault.saveToken(expired, for: key)
+            // Without a registration, --fresh behaves as get does: expired is exit 3. (saveToken(_:for:)
+            // would keep the registration; dropping it is explicit.)
+            try await vault.saveToken(expired, for: key, registration: nil)
             let plain = try await run(scratch, ["get", key.service, key.account, "--fresh"], label: "plain")
             #expect(plain.status == 3, "\(plain.stderr)")
 
