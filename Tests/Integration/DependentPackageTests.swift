@@ -146,7 +146,7 @@ import Testing
             let vault = Vault(store: NoteStore())
             let key = try CredentialKey(service: "api", account: "me")
             let issued = try await endpoint.issueToken()
-            try await vault.saveToken(issued, for: key, refresh: try endpoint.registration())
+            try await vault.saveToken(issued, for: key, registration: try endpoint.registration())
             await endpoint.invalidateAccessTokens()
             #expect(await endpoint.resourceStatus(for: issued.accessToken) == 401)
             let renewed = try await vault.refreshAfterRejection(of: issued.accessToken, for: key, client: endpoint.client)
