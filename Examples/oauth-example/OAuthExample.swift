@@ -57,8 +57,8 @@ struct ServerOptions {
     }
 
     /// How the token is refreshed: stored with it, so any process can refresh it.
-    func client() throws -> RefreshDescription {
-        try RefreshDescription(tokenEndpoint: endpoint("token"), clientID: clientID)
+    func client() throws -> ClientRegistration {
+        try ClientRegistration(tokenEndpoint: endpoint("token"), clientID: clientID)
     }
 
     func key() throws -> CredentialKey {
@@ -111,10 +111,10 @@ extension OAuthExample {
         let vault = try await Vault.open(.fromEnvironment())
         let client = try options.client()
         let oauth = TokenEndpointClient()
-        let device = try await oauth.startDeviceAuthorization(at: options.endpoint("device_authorization"), description: client)
+        let device = try await oauth.startDeviceAuthorization(at: options.endpoint("device_authorization"), registration: client)
         say("To sign in, open \(device.verificationURI) and enter the code \(device.userCode)")
-        let token = try await oauth.pollDeviceAuthorization(device, description: client)
-        try await vault.saveToken(token, for: options.key(), refresh: client)
+        let token = try await oauth.pollDeviceAuthorization(device, registration: client)
+        try await vault.saveToken(token, for: options.key(), registration: client)
         say("Signed in. The token is saved in the \(vault.selection.backend) vault as \(try options.key()).")
     }
 

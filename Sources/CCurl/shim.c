@@ -89,6 +89,8 @@ struct tv_curl_transfer {
     size_t header_count;
     uint8_t *body;
     size_t body_length;
+    /* A GET (set by tv_curl_transfer_use_get) rather than a POST of `body`. */
+    int get;
     long timeout_ms;
     int direct; /* never through a proxy: the host is loopback */
     int aborted; /* read and written with __atomic builtins only */
@@ -146,6 +148,10 @@ tv_curl_transfer *tv_curl_transfer_new(const char *url, const char *const *heade
     transfer->response_headers.limit = 64 * 1024;
     transfer->code = -1;
     return transfer;
+}
+
+void tv_curl_transfer_use_get(tv_curl_transfer *transfer) {
+    transfer->get = 1;
 }
 
 void tv_curl_transfer_free(tv_curl_transfer *transfer) {
@@ -255,9 +261,13 @@ static void perform(tv_curl_transfer *transfer) {
     TV_SET(TV_CURLOPT_SSL_VERIFYHOST, 2L);
     TV_SET(TV_CURLOPT_USERAGENT, transfer->user_agent);
     TV_SET(TV_CURLOPT_HTTPHEADER, list);
-    TV_SET(TV_CURLOPT_POST, 1L);
-    TV_SET(TV_CURLOPT_POSTFIELDSIZE, (long)transfer->body_length);
-    TV_SET(TV_CURLOPT_COPYPOSTFIELDS, (const char *)transfer->body);
+    if (transfer->get) {
+        TV_SET(TV_CURLOPT_HTTPGET, 1L);
+    } else {
+        TV_SET(TV_CURLOPT_POST, 1L);
+        TV_SET(TV_CURLOPT_POSTFIELDSIZE, (long)transfer->body_length);
+        TV_SET(TV_CURLOPT_COPYPOSTFIELDS, (const char *)transfer->body);
+    }
     /* One bound for the whole request, connection and answer included. */
     TV_SET(TV_CURLOPT_TIMEOUT_MS, transfer->timeout_ms);
     TV_SET(TV_CURLOPT_CONNECTTIMEOUT_MS, transfer->timeout_ms);

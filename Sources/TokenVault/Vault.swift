@@ -131,10 +131,12 @@ public struct Vault: Sendable {
 
     // MARK: Tokens
 
-    /// Saves `token` under `key` in its stored form (compact JSON), replacing any earlier value.
+    /// Saves `token` under `key` in its stored form (compact JSON), replacing the earlier token.
+    /// What the entry already knew about refreshing stays: its ``ClientRegistration`` and the
+    /// server's verdict on a refresh token it rejected. To drop the registration, save with
+    /// ``saveToken(_:for:registration:)`` and `registration: nil`.
     public func saveToken(_ token: OAuthToken, for key: CredentialKey) async throws {
-        try await store.save(token.storedForm(), for: key, contentType: .json)
-        logger.debug("saved token", metadata: ["key": "\(key)"])
+        try await saveTokenKeepingRegistration(token, for: key)
     }
 
     /// The token stored under `key`, or `nil` if there is none.

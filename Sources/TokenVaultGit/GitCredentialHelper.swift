@@ -12,7 +12,7 @@ public import TokenVault
 /// that `vault login github` made.
 ///
 /// **get** answers the entry's access token as the password, refreshing it first through its
-/// stored ``RefreshDescription`` when it expires within ``leeway`` (one refresh per expiry across
+/// stored ``ClientRegistration`` when it expires within ``leeway`` (one refresh per expiry across
 /// every process, as ``Vault/freshToken(for:leeway:timeout:client:)`` does). It answers nothing
 /// (`nil`) when there is no entry, so that git asks its next helper. It answers only `https`, and
 /// plain `http` on loopback: never `http` to another host, and never another protocol (`imap`,
@@ -120,7 +120,7 @@ public struct GitCredentialHelper: Sendable {
             return true
         case "http":
             guard let host = request.host else { return false }
-            return RefreshDescription.isLoopback(Self.hostName(host))
+            return ClientRegistration.isLoopback(Self.hostName(host))
         default:
             return false
         }

@@ -12,7 +12,7 @@ public import TokenVault
 /// ```swift
 /// let endpoint = FakeTokenEndpoint()
 /// let vault = Vault(store: MemoryStore())
-/// try await vault.saveToken(await endpoint.issueToken(expiresIn: 0), for: key, refresh: try endpoint.registration())
+/// try await vault.saveToken(await endpoint.issueToken(expiresIn: 0), for: key, registration: try endpoint.registration())
 /// let token = try await vault.freshToken(for: key, client: endpoint.client)   // refreshed once
 /// #expect(await endpoint.refreshCount == 1)
 /// #expect(await endpoint.resourceStatus(for: token.accessToken) == 200)
@@ -44,9 +44,9 @@ public actor FakeTokenEndpoint: TokenTransport {
         self.rotatesRefreshTokens = rotatesRefreshTokens
     }
 
-    /// The client registration that refreshes at this endpoint, for ``Vault/saveToken(_:for:refresh:)``.
-    public nonisolated func registration(scope: String? = nil) throws -> RefreshDescription {
-        try RefreshDescription(tokenEndpoint: tokenEndpoint, clientID: clientID, scope: scope)
+    /// The client registration that refreshes at this endpoint, for ``Vault/saveToken(_:for:registration:)``.
+    public nonisolated func registration(scope: String? = nil) throws -> ClientRegistration {
+        try ClientRegistration(tokenEndpoint: tokenEndpoint, clientID: clientID, scope: scope)
     }
 
     /// A client whose requests come here, with no retry back-off, for

@@ -43,6 +43,7 @@ extension VaultCommand.Migrate: UsesGlobalOptions {}
 extension VaultCommand.Rekey: UsesGlobalOptions {}
 extension VaultCommand.Login: UsesGlobalOptions {}
 extension VaultCommand.Refresh: UsesGlobalOptions {}
+extension VaultCommand.Logout: UsesGlobalOptions {}
 extension VaultCommand.GitCredential: UsesGlobalOptions {}
 
 extension VaultCommand.Copy: OpensVaults {

@@ -111,6 +111,9 @@ enum FastPath {
         command.json = flags.contains("json")
         command.allowExpired = flags.contains("allow-expired")
         command.fresh = flags.contains("fresh")
+        var http = HTTPOptions()
+        http.httpDeadline = nil  // --http-deadline goes to ArgumentParser; the environment still counts
+        command.http = http
         // ArgumentParser validates each option group and then the command; a line that fails
         // goes to it, so that the error is reported in its words (exit 64).
         do {

@@ -20,6 +20,7 @@ extension VaultCommand {
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var entry: EntryArguments
+        @OptionGroup var http: HTTPOptions
 
         @Flag(help: "Print the whole token as JSON, with RFC 6749 field names, expires_at and expired.")
         var json = false
@@ -50,7 +51,7 @@ extension VaultCommand {
             var refreshed = false
             do {
                 if fresh {
-                    (stored, refreshed) = try await RefreshCLI.freshToken(vault, key: key, leeway: Self.leeway)
+                    (stored, refreshed) = try await RefreshCLI.freshToken(vault, key: key, leeway: Self.leeway, client: try http.client())
                 } else {
                     stored = try await vault.token(for: key)
                 }

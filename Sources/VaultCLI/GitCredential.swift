@@ -73,7 +73,8 @@ extension VaultCommand {
 
         func run() async throws {
             let request = try GitCredentialRequest(parsing: try Self.readRequest())
-            let helper = GitCredentialHelper(service: service, account: account, username: username)
+            let helper = GitCredentialHelper(
+                service: service, account: account, username: username, client: try HTTPOptions.client())
             switch operation {
             case "get":
                 guard try helper.key(for: request) != nil else { return }

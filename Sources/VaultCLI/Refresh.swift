@@ -16,17 +16,20 @@ extension VaultCommand {
                 races another process. Prints nothing on stdout; `vault get` prints the new token.
 
                 A refresh token the server rejects (invalid_grant) exits with code 7: log in again. \
-                A token endpoint that cannot be reached after the retries exits with code 6.
+                A token endpoint that cannot be reached after the retries, or that gives no answer \
+                within the deadline (20 s in all by default, --http-deadline), exits with code 6.
                 """
         )
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var entry: EntryArguments
+        @OptionGroup var http: HTTPOptions
 
         func run() async throws {
             let key = try entry.key()
+            let client = try http.client()
             let vault = try await RefreshCLI.existingVault(global, key: key)
-            let token = try await vault.refreshToken(for: key)
+            let token = try await vault.refreshToken(for: key, client: client)
             let expiry = token.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no known expiry"
             try Output.note("Refreshed the token for \(key) (\(expiry)).")
         }
@@ -38,6 +41,15 @@ extension VaultCommand {
 struct RefreshOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The token endpoint, for refreshing the token (https, or http on loopback).", valueName: "url"))
     var tokenURL: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "The authorization server's issuer URL: its endpoints are found by discovery (OpenID Connect Discovery, RFC 8414), once, and stored with the entry.",
+            valueName: "url"))
+    var issuer: String?
+
+    @Option(help: ArgumentHelp("The revocation endpoint (RFC 7009), where vault logout revokes the tokens.", valueName: "url"))
+    var revocationEndpoint: String?
 
     @Option(name: .customLong("client-id"), help: ArgumentHelp("The OAuth client id.", valueName: "id"))
     var clientID: String?
@@ -67,17 +79,33 @@ struct RefreshOptions: ParsableArguments {
 
     /// Whether any refresh option was given.
     var isGiven: Bool {
-        tokenURL != nil || clientID != nil || clientSecretFile != nil || clientAuth != nil || scope != nil || !parameters.isEmpty
+        tokenURL != nil || issuer != nil || revocationEndpoint != nil || clientID != nil || clientSecretFile != nil
+            || clientAuth != nil || scope != nil || !parameters.isEmpty
     }
 
-    /// The options as a description needs them, or nil when none is given.
-    private func checked() throws -> (url: URL, clientID: String, parameters: [String: String], post: Bool)? {
+    /// The options as a registration needs them, or nil when none is given.
+    private func checked() throws -> (
+        url: URL?, issuer: URL?, revocation: URL?, clientID: String, parameters: [String: String], post: Bool?
+    )? {
         guard isGiven else { return nil }
-        guard let tokenURL, let clientID else {
-            throw ValidationError("Give --token-url and --client-id together: the vault needs both to refresh the token.")
+        guard tokenURL == nil || issuer == nil else {
+            throw ValidationError("Give --token-url or --issuer, not both: the issuer's metadata names its token endpoint.")
         }
-        guard let url = URL(string: tokenURL), url.scheme != nil else {
-            throw ValidationError("--token-url is not a URL.")
+        guard tokenURL != nil || issuer != nil, let clientID else {
+            throw ValidationError(
+                "Give --token-url (or --issuer) and --client-id together: the vault needs both to refresh the token.")
+        }
+        let url = try tokenURL.map { text in
+            guard let url = URL(string: text), url.scheme != nil else { throw ValidationError("--token-url is not a URL.") }
+            return url
+        }
+        let issuerURL = try issuer.map { text in
+            guard let url = URL(string: text), url.scheme != nil else { throw ValidationError("--issuer is not a URL.") }
+            return url
+        }
+        let revocation = try revocationEndpoint.map { text in
+            guard let url = URL(string: text), url.scheme != nil else { throw ValidationError("--revocation-endpoint is not a URL.") }
+            return url
         }
         var extra: [String: String] = [:]
         for parameter in parameters {
@@ -87,9 +115,11 @@ struct RefreshOptions: ParsableArguments {
             }
             extra[String(parts[0])] = String(parts[1])
         }
-        var post = false
+        // nil: not said; the issuer's metadata may choose (basic unless it takes only post).
+        var post: Bool?
         if clientSecretFile != nil {
-            switch clientAuth ?? "basic" {
+            switch clientAuth {
+            case nil: post = nil
             case "basic", "client_secret_basic": post = false
             case "post", "client_secret_post": post = true
             default: throw ValidationError("--client-auth must be basic or post.")
@@ -97,20 +127,41 @@ struct RefreshOptions: ParsableArguments {
         } else if clientAuth != nil && clientAuth != "none" {
             throw ValidationError("--client-auth needs --client-secret-file.")
         }
-        return (url, clientID, extra, post)
+        return (url, issuerURL, revocation, clientID, extra, post)
     }
 
-    /// The description these options make, or nil when none is given.
-    func description() throws -> RefreshDescription? {
+    /// The client registration these options make, or nil when none is given. With --issuer,
+    /// the server's metadata is fetched (once, here) with `client`.
+    func registration(client: TokenEndpointClient) async throws -> ClientRegistration? {
         guard let options = try checked() else { return nil }
+        var metadata: AuthorizationServerMetadata?
+        if let issuer = options.issuer {
+            metadata = try await client.discover(issuer: issuer)
+        }
         var authentication = ClientAuthentication.none
         if let clientSecretFile {
             let secret = try Self.readSecret(clientSecretFile)
-            authentication = options.post ? .clientSecretPost(secret) : .clientSecretBasic(secret)
+            var post = options.post ?? false
+            if options.post == nil, let supported = metadata?.tokenEndpointAuthMethodsSupported,
+                !supported.contains("client_secret_basic"), supported.contains("client_secret_post")
+            {
+                post = true
+            }
+            authentication = post ? .clientSecretPost(secret) : .clientSecretBasic(secret)
         }
-        return try RefreshDescription(
-            tokenEndpoint: options.url, clientID: options.clientID, clientAuthentication: authentication, scope: scope,
-            additionalParameters: options.parameters)
+        if let metadata {
+            let registration = try ClientRegistration(
+                metadata: metadata, clientID: options.clientID, clientAuthentication: authentication, scope: scope,
+                additionalParameters: options.parameters)
+            guard let revocation = options.revocation else { return registration }
+            return try ClientRegistration(
+                tokenEndpoint: registration.tokenEndpoint, clientID: options.clientID, clientAuthentication: authentication,
+                scope: scope, additionalParameters: options.parameters, revocationEndpoint: revocation, metadata: metadata)
+        }
+        guard let url = options.url else { return nil }
+        return try ClientRegistration(
+            tokenEndpoint: url, clientID: options.clientID, clientAuthentication: authentication, scope: scope,
+            additionalParameters: options.parameters, revocationEndpoint: options.revocation)
     }
 
     /// The secret in `path`: its first line. The file must be a regular file that group and
@@ -155,9 +206,11 @@ enum RefreshCLI {
     /// needs to be, and whether it came through the refresh path (then it is as fresh as the
     /// server issues them, which may be less than `leeway`). An entry without a refresh
     /// description is returned as stored, so that `get` reports its expiry as it always has.
-    static func freshToken(_ vault: Vault, key: CredentialKey, leeway: TimeInterval) async throws -> (OAuthToken?, Bool) {
+    static func freshToken(
+        _ vault: Vault, key: CredentialKey, leeway: TimeInterval, client: TokenEndpointClient = TokenEndpointClient()
+    ) async throws -> (OAuthToken?, Bool) {
         do {
-            return (try await vault.freshToken(for: key, leeway: leeway), true)
+            return (try await vault.freshToken(for: key, leeway: leeway, client: client), true)
         } catch let error as VaultError where error.code == .expired || error.code == .notFound {
             return (try await vault.token(for: key), false)
         }

@@ -25,6 +25,10 @@ extension VaultCommand {
                 access_token, and an OAuth error response such as GitHub's \
                 error=bad_verification_code&..., exit with code 1 and store nothing.
 
+                Without --token-url, an entry that already holds a client registration (from \
+                vault login or an earlier vault set) keeps it, so the vault can still refresh the \
+                new token; --forget-registration drops it.
+
                   curl -s -d ... "$TOKEN_URL" | vault set github octocat
                 """
         )
@@ -32,9 +36,13 @@ extension VaultCommand {
         @OptionGroup var global: GlobalOptions
         @OptionGroup var entry: EntryArguments
         @OptionGroup var refresh: RefreshOptions
+        @OptionGroup var http: HTTPOptions
 
         @Option(help: ArgumentHelp("For a bare token, or a response without expires_in: its lifetime.", valueName: "seconds"))
         var expiresIn: Int?
+
+        @Flag(help: "Drop the client registration (token endpoint, client id and secret) the entry held. Without it, and without --token-url, the entry keeps it.")
+        var forgetRegistration = false
 
         /// Anything more on the command line. Never used, and never repeated in a message: it
         /// may be a token someone tried to pass as an argument.
@@ -48,6 +56,9 @@ extension VaultCommand {
                     "vault set reads the token from stdin only, never from the command line, where ps and the shell history would show it. It takes SERVICE [ACCOUNT] and the options in --help; the \(unexpected.count) other argument(s) are not repeated here. Pipe the token in: ... | vault set SERVICE [ACCOUNT]"
                 )
             }
+            if forgetRegistration && refresh.isGiven {
+                throw ValidationError("--forget-registration drops the stored client registration; it cannot go with --token-url or the other client options.")
+            }
             if let expiresIn, expiresIn <= 0 {
                 throw ValidationError("--expires-in must be a positive number of seconds.")
             }
@@ -57,9 +68,14 @@ extension VaultCommand {
             let key = try entry.key()
             let input = try readInput()
             let token = try Self.token(from: input, expiresIn: expiresIn)
-            let description = try refresh.description()
+            let registration = try await refresh.registration(client: try http.client())
             let vault = try await global.openVault()
-            try await vault.saveToken(token, for: key, refresh: description)
+            if registration != nil || forgetRegistration {
+                try await vault.saveToken(token, for: key, registration: registration)
+            } else {
+                // No client named: the entry keeps the one it has, if any.
+                try await vault.saveToken(token, for: key)
+            }
             let expiry = token.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no known expiry"
             try Output.note("Saved the token for \(key) (\(expiry)) in the \(vault.selection.backend) backend.")
         }

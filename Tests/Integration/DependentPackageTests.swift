@@ -130,7 +130,7 @@ import Testing
             let endpoint = FakeTokenEndpoint()
             let vault = Vault(store: NoteStore())
             let key = try CredentialKey(service: "api", account: "me")
-            try await vault.saveToken(try await endpoint.issueToken(expiresIn: 0), for: key, refresh: try endpoint.registration())
+            try await vault.saveToken(try await endpoint.issueToken(expiresIn: 0), for: key, registration: try endpoint.registration())
             await endpoint.failNext(with: [503])  // a transient failure, retried
             async let first = vault.freshToken(for: key, client: endpoint.client)
             async let second = vault.freshToken(for: key, client: endpoint.client)
@@ -146,7 +146,7 @@ import Testing
             let vault = Vault(store: NoteStore())
             let key = try CredentialKey(service: "api", account: "me")
             let issued = try await endpoint.issueToken()
-            try await vault.saveToken(issued, for: key, refresh: try endpoint.registration())
+            try await vault.saveToken(issued, for: key, registration: try endpoint.registration())
             await endpoint.invalidateAccessTokens()
             #expect(await endpoint.resourceStatus(for: issued.accessToken) == 401)
             let renewed = try await vault.refreshAfterRejection(of: issued.accessToken, for: key, client: endpoint.client)
@@ -160,7 +160,7 @@ import Testing
             let endpoint = FakeTokenEndpoint()
             let vault = Vault(store: NoteStore())
             let key = try CredentialKey(service: "api", account: "me")
-            try await vault.saveToken(try await endpoint.issueToken(expiresIn: 0), for: key, refresh: try endpoint.registration())
+            try await vault.saveToken(try await endpoint.issueToken(expiresIn: 0), for: key, registration: try endpoint.registration())
             await endpoint.revokeAll()
             do {
                 _ = try await vault.freshToken(for: key, client: endpoint.client)

@@ -26,11 +26,22 @@ memory and every client is public. What it does, and what the tests rely on:
   ``kind=status500|status503|status429|html|hang|hostile_error`` with ``count`` (how many requests it hits)
   and ``retry_after`` (seconds, for 429/503); ``kind=no_rotation`` makes refreshes keep the
   refresh token. A ``hang`` holds the request without answering (for ``hang_seconds``, default
-  30) and then drops it. Device codes (``POST /device/control``): ``slow_down_next=1`` answers
+  30) and then drops it; ``silent`` accepts the request and never answers it (until the server
+  stops). Device codes (``POST /device/control``): ``slow_down_next=1`` answers
   the next poll with ``slow_down``, ``rate_limit=off`` stops answering fast polls with
   ``slow_down``, ``expire=1`` expires the code now. ``hostile_error`` answers ``invalid_client``
   with an ``error_description`` full of terminal escapes, and ``POST
   /hostile/device_authorization`` hands out a user code holding U+009B and a bidi override.
+* RFC 7009 revocation at ``POST /revoke`` (every client authentication method): revoking a
+  refresh token revokes its whole token family, revoking an access token that token alone.
+  Faults for a user's revocation requests: ``kind=revoke_error`` answers ``invalid_request``
+  (HTTP 400), ``kind=revoke_silent`` never answers. /stats counts ``revocations`` (taken) and
+  ``revocation_requests``.
+* Discovery: ``/.well-known/openid-configuration`` and ``/.well-known/oauth-authorization-server``
+  for the server's own issuer, and per tenant issuer ``/tenants/NAME`` (OpenID style under the
+  issuer, RFC 8414 style inserted after ``/.well-known/oauth-authorization-server``). A tenant
+  named ``mixup-*`` names another issuer in its document; ``oauth-only-*`` has only the RFC 8414
+  document. ``GET /discovery/stats?path=...`` counts the requests for one document path.
 * /stats also counts the refresh requests that a fault answered (``faults_served``), the
   device polls per user code (``GET /device/stats?user_code=``), and gives the arrival times of a
   user's refresh requests (``refresh_times``), so tests can check back-off server-side.
@@ -51,6 +62,7 @@ from urllib.parse import urlparse
 
 from authlib.integrations.flask_oauth2 import AuthorizationServer
 from authlib.oauth2.rfc6749 import AuthorizationCodeMixin, ClientMixin, TokenMixin, grants
+from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oauth2.rfc8628 import (
     DEVICE_CODE_GRANT_TYPE,
@@ -71,6 +83,8 @@ AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post"]
 # One lock around all state. Token requests are handled one at a time, so reuse detection and
 # the counters are exact even when many clients refresh at once.
 STATE_LOCK = threading.RLock()
+# Set when the server is told to stop, so that requests held without an answer let go.
+STOPPING = threading.Event()
 
 # What a hostile server says: OSC 52 (set the clipboard) ended by BEL, the 8-bit CSI U+009B, a
 # right-to-left override, and a C0 escape starting a colour sequence.
@@ -121,6 +135,8 @@ class Token(TokenMixin):
         self.client_id = client_id
         self.family = family
         self.refresh_spent = False
+        # Set when this access token alone was revoked (RFC 7009 with token_type_hint=access_token).
+        self.access_revoked = False
 
     def check_client(self, client):
         return client.get_client_id() == self.client_id
@@ -163,6 +179,8 @@ class State:
         self.codes = {}
         # user code -> polls seen, kept after the device code is used
         self.device_polls = {}
+        # discovery document path -> requests served
+        self.discovery_requests = {}
 
     def counters(self, user):
         return self.stats.setdefault(
@@ -178,6 +196,8 @@ class State:
                 "device_polls": 0,
                 "faults_served": 0,
                 "codes_issued": 0,
+                "revocations": 0,
+                "revocation_requests": 0,
             },
         )
 
@@ -327,6 +347,48 @@ class ApprovingDeviceCodeGrant(DeviceCodeGrant):
         return status, body, headers
 
 
+class TestRevocationEndpoint(RevocationEndpoint):
+    """RFC 7009. Revoking a refresh token revokes its whole family (every access and refresh
+    token of that login); revoking an access token revokes that access token alone."""
+
+    CLIENT_AUTH_METHODS = AUTH_METHODS
+
+    def query_token(self, token_string, token_type_hint):
+        if token_type_hint == "access_token":
+            return STATE.by_access.get(token_string)
+        if token_type_hint == "refresh_token":
+            return STATE.by_refresh.get(token_string)
+        return STATE.by_access.get(token_string) or STATE.by_refresh.get(token_string)
+
+    def revoke_token(self, token, request):
+        with STATE_LOCK:
+            hint = request.form.get("token_type_hint")
+            value = request.form.get("token")
+            if hint == "access_token" or (hint is None and token.access_token == value):
+                token.access_revoked = True
+            else:
+                STATE.revoke_family(token.family)
+            STATE.counters(token.user)["revocations"] += 1
+
+
+def metadata_for(issuer):
+    """The discovery document of `issuer`; every tenant shares the root's endpoints."""
+    root = request.host_url.rstrip("/")
+    return {
+        "issuer": issuer,
+        "token_endpoint": root + "/token",
+        "authorization_endpoint": root + "/authorize",
+        "device_authorization_endpoint": root + "/device_authorization",
+        "revocation_endpoint": root + "/revoke",
+        "jwks_uri": root + "/jwks",
+        "token_endpoint_auth_methods_supported": AUTH_METHODS,
+        "revocation_endpoint_auth_methods_supported": AUTH_METHODS,
+        "grant_types_supported": GRANT_TYPES,
+        "response_types_supported": ["code"],
+        "code_challenge_methods_supported": ["S256"],
+    }
+
+
 class TestDeviceAuthorizationEndpoint(DeviceAuthorizationEndpoint):
     CLIENT_AUTH_METHODS = AUTH_METHODS
     EXPIRES_IN = 600
@@ -358,6 +420,7 @@ def create_app(expires_in):
     server.register_grant(ApprovingDeviceCodeGrant)
     server.register_grant(PKCEAuthorizationCodeGrant, [CodeChallenge(required=True)])
     server.register_endpoint(TestDeviceAuthorizationEndpoint)
+    server.register_endpoint(TestRevocationEndpoint)
 
     def take_fault():
         """The fault due for this refresh request, if a test asked for one. Counted as a refresh request."""
@@ -367,9 +430,10 @@ def create_app(expires_in):
             known = STATE.by_refresh.get(request.form.get("refresh_token", ""))
             user = known.user if known is not None else None
             pending = STATE.faults.get(user) if user else None
-            if not pending:
+            index = next((i for i, f in enumerate(pending or []) if not f["kind"].startswith("revoke_")), None)
+            if index is None:
                 return None
-            fault = pending.pop(0)
+            fault = pending.pop(index)
             counters = STATE.counters(user)
             counters["refresh_requests"] += 1
             counters["faults_served"] += 1
@@ -378,6 +442,11 @@ def create_app(expires_in):
 
     def fault_response(fault):
         kind = fault["kind"]
+        if kind == "silent":
+            # Accept the request and never answer: the connection stays open until the client
+            # gives up or the server stops.
+            STOPPING.wait()
+            return "", 503
         if kind == "hang":
             # Never answer within the client's time-out; outside the state lock, so nobody else waits.
             threading.Event().wait(fault.get("hang_seconds", 30))
@@ -400,7 +469,10 @@ def create_app(expires_in):
     def faults():
         user = request.form.get("user", "")
         kind = request.form.get("kind", "")
-        if not user or kind not in ("status500", "status503", "status429", "html", "hang", "no_rotation", "hostile_error"):
+        if not user or kind not in (
+            "status500", "status503", "status429", "html", "hang", "silent", "no_rotation", "hostile_error", "revoke_error",
+            "revoke_silent",
+        ):
             return jsonify(error="need user and a known kind"), 400
         with STATE_LOCK:
             if kind == "no_rotation":
@@ -515,13 +587,83 @@ def create_app(expires_in):
             grant_user = None if request.args.get("deny") == "1" or not user else user
             return server.create_authorization_response(grant_user=grant_user, grant=grant)
 
+    def revocation_fault():
+        """The fault due for this revocation request (kinds revoke_error, revoke_silent), if any."""
+        with STATE_LOCK:
+            value = request.form.get("token", "")
+            known = STATE.by_refresh.get(value) or STATE.by_access.get(value)
+            if known is None:
+                return None
+            STATE.counters(known.user)["revocation_requests"] += 1
+            pending = STATE.faults.get(known.user) or []
+            for index, fault in enumerate(pending):
+                if fault["kind"].startswith("revoke_"):
+                    return pending.pop(index)
+            return None
+
+    @app.post("/revoke")
+    def revoke():
+        fault = revocation_fault()
+        if fault is not None and fault["kind"] == "revoke_silent":
+            STOPPING.wait()
+            return "", 503
+        if fault is not None:
+            return jsonify(error="invalid_request", error_description="the test asked for an error"), 400
+        with STATE_LOCK:
+            return server.create_endpoint_response(TestRevocationEndpoint.ENDPOINT_NAME)
+
+    def discovery(issuer, path):
+        with STATE_LOCK:
+            STATE.discovery_requests[path] = STATE.discovery_requests.get(path, 0) + 1
+        return jsonify(metadata_for(issuer))
+
+    # Discovery (OpenID Connect Discovery 1.0 and RFC 8414). The root issuer is the server's own
+    # URL; /tenants/NAME is an issuer of its own (requests counted per document path), except:
+    # a tenant named mixup-* serves a document that names another issuer, and one named
+    # oauth-only-* has no OpenID document, only the RFC 8414 one.
+    @app.get("/.well-known/openid-configuration")
+    def openid_configuration():
+        return discovery(request.host_url.rstrip("/"), request.path)
+
+    @app.get("/.well-known/oauth-authorization-server")
+    def oauth_metadata():
+        return discovery(request.host_url.rstrip("/"), request.path)
+
+    @app.get("/tenants/<name>/.well-known/openid-configuration")
+    def tenant_openid_configuration(name):
+        if name.startswith("oauth-only-"):
+            with STATE_LOCK:
+                STATE.discovery_requests[request.path] = STATE.discovery_requests.get(request.path, 0) + 1
+            return jsonify(error="not_found"), 404
+        issuer = request.host_url.rstrip("/") + "/tenants/" + name
+        if name.startswith("mixup-"):
+            issuer = "https://attacker.example/tenants/" + name
+        return discovery(issuer, request.path)
+
+    @app.get("/.well-known/oauth-authorization-server/tenants/<name>")
+    def tenant_oauth_metadata(name):
+        issuer = request.host_url.rstrip("/") + "/tenants/" + name
+        if name.startswith("mixup-"):
+            issuer = "https://attacker.example/tenants/" + name
+        return discovery(issuer, request.path)
+
+    @app.get("/jwks")
+    def jwks():
+        # Named by the metadata; this server signs no ID tokens yet, so the set is empty.
+        return jsonify(keys=[])
+
+    @app.get("/discovery/stats")
+    def discovery_stats():
+        with STATE_LOCK:
+            return jsonify(requests=STATE.discovery_requests.get(request.args.get("path", ""), 0))
+
     @app.get("/api/me")
     def me():
         header = request.headers.get("Authorization", "")
         scheme, _, value = header.partition(" ")
         with STATE_LOCK:
             token = STATE.by_access.get(value) if scheme.lower() == "bearer" else None
-            if token is None or token.is_expired() or token.is_revoked():
+            if token is None or token.is_expired() or token.is_revoked() or token.access_revoked:
                 return jsonify(error="invalid_token"), 401, {"WWW-Authenticate": 'Bearer error="invalid_token"'}
             return jsonify(user=token.user)
 
@@ -559,6 +701,7 @@ def main():
     print(f"oauth-server: listening on http://127.0.0.1:{port}", file=sys.stderr, flush=True)
 
     def stop(signum, frame):
+        STOPPING.set()
         threading.Thread(target=httpd.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)

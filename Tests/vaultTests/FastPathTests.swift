@@ -23,6 +23,7 @@ import Testing
             "json=\(get.json)",
             "allow-expired=\(get.allowExpired)",
             "fresh=\(get.fresh)",
+            "http-deadline=\(get.http.httpDeadline.map { "\($0)" } ?? "nil")",
         ]
     }
 

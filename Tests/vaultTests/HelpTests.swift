@@ -56,6 +56,10 @@ import Testing
         OAuth error response such as GitHub's error=bad_verification_code&..., exit
         with code 1 and store nothing.
 
+        Without --token-url, an entry that already holds a client registration (from
+        vault login or an earlier vault set) keeps it, so the vault can still refresh
+        the new token; --forget-registration drops it.
+
           curl -s -d ... "$TOKEN_URL" | vault set github octocat
 
         USAGE: vault set [<options>] <service> [<account>]
@@ -80,6 +84,12 @@ import Testing
                                   TOKEN_VAULT_ALLOW_INSECURE_PERMISSIONS=1).
           --token-url <url>       The token endpoint, for refreshing the token (https,
                                   or http on loopback).
+          --issuer <url>          The authorization server's issuer URL: its endpoints
+                                  are found by discovery (OpenID Connect Discovery, RFC
+                                  8414), once, and stored with the entry.
+          --revocation-endpoint <url>
+                                  The revocation endpoint (RFC 7009), where vault
+                                  logout revokes the tokens.
           --client-id <id>        The OAuth client id.
           --client-secret-file <path>
                                   A file holding the client secret (readable by you
@@ -89,8 +99,15 @@ import Testing
           --scope <scope>         The scope to ask for.
           --param <name=value>    An extra parameter for every token request, such as
                                   resource=https://api.example.com (repeatable).
+          --http-deadline <seconds>
+                                  The most a request to the token endpoint may take in
+                                  all, retries included (env TOKEN_VAULT_HTTP_DEADLINE;
+                                  default 20).
           --expires-in <seconds>  For a bare token, or a response without expires_in:
                                   its lifetime.
+          --forget-registration   Drop the client registration (token endpoint, client
+                                  id and secret) the entry held. Without it, and
+                                  without --token-url, the entry keeps it.
           --version               Show the version.
           -h, --help              Show help information.
 
@@ -164,6 +181,8 @@ import Testing
                                   nothing; the source is left untouched.
           login                   Log in with OAuth and store the token with how to
                                   refresh it.
+          logout                  Revoke a stored token's grant at the server, then
+                                  delete the entry.
           refresh                 Refresh a stored token now, with the refresh
                                   description stored with it.
           git-credential          A git credential helper backed by the vault (get,

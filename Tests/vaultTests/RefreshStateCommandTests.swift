@@ -36,7 +36,7 @@ import TokenVault
         let key = try CredentialKey(service: "api", account: "rejected")
         var token = try #require(try await vault.token(for: key))
         token.expiresAt = Date().addingTimeInterval(-10)
-        try await vault.saveToken(token, for: key, refresh: try await vault.refreshDescription(for: key))
+        try await vault.saveToken(token, for: key, registration: try await vault.registration(for: key))
         await #expect(throws: VaultError.self) {
             try await vault.freshToken(for: key) { _ in throw OAuthErrorResponse(error: "invalid_grant") }
         }

@@ -68,6 +68,9 @@ tv_curl_transfer *tv_curl_transfer_new(const char *url, const char *const *heade
                                        const void *body, size_t body_length, long timeout_ms, size_t max_body,
                                        const char *user_agent, int direct);
 
+/* Makes a transfer that has not started a GET: its body is not sent. */
+void tv_curl_transfer_use_get(tv_curl_transfer *transfer);
+
 /*
  * Runs the transfer on a new detached thread, which calls `done(context)` when it has finished
  * (after which the outcome can be read). Returns 0, or the errno of pthread_create (then `done`

@@ -9,17 +9,27 @@ public struct AuthorizationCodeLogin: Sendable {
     /// The authorization endpoint the user's browser opens.
     public let authorizationEndpoint: URL
     /// The client, its token endpoint and the scope to ask for.
-    public let description: RefreshDescription
+    public let registration: ClientRegistration
     /// How long to wait for the browser to come back.
     public var timeout: Duration
 
     /// - Throws: `configurationError` for an authorization endpoint that is not `https` (loopback aside).
-    public init(authorizationEndpoint: URL, description: RefreshDescription, timeout: Duration = .seconds(300)) throws {
-        try RefreshDescription.checkEndpoint(authorizationEndpoint, role: "authorization endpoint")
+    public init(authorizationEndpoint: URL, registration: ClientRegistration, timeout: Duration = .seconds(300)) throws {
+        try ClientRegistration.checkEndpoint(authorizationEndpoint, role: "authorization endpoint")
         self.authorizationEndpoint = authorizationEndpoint
-        self.description = description
+        self.registration = registration
         self.timeout = timeout
     }
+
+    /// The earlier spelling of ``init(authorizationEndpoint:registration:timeout:)``.
+    @available(*, deprecated, renamed: "init(authorizationEndpoint:registration:timeout:)")
+    public init(authorizationEndpoint: URL, description: ClientRegistration, timeout: Duration = .seconds(300)) throws {
+        try self.init(authorizationEndpoint: authorizationEndpoint, registration: description, timeout: timeout)
+    }
+
+    /// The earlier name of ``registration``.
+    @available(*, deprecated, renamed: "registration")
+    public var description: ClientRegistration { registration }
 
     /// Runs the login: listens on a loopback port, gives `present` the URL to open (print it;
     /// open a browser; an error it throws ends the login), waits for the redirect, and exchanges
@@ -44,14 +54,14 @@ public struct AuthorizationCodeLogin: Sendable {
         var items = components.queryItems ?? []
         items += [
             URLQueryItem(name: "response_type", value: "code"),
-            URLQueryItem(name: "client_id", value: description.clientID),
+            URLQueryItem(name: "client_id", value: registration.clientID),
             URLQueryItem(name: "redirect_uri", value: redirectURI),
             URLQueryItem(name: "state", value: state),
             URLQueryItem(name: "code_challenge", value: try Self.challenge(verifier)),
             URLQueryItem(name: "code_challenge_method", value: "S256"),
         ]
-        if let scope = description.scope { items.append(URLQueryItem(name: "scope", value: scope)) }
-        for (name, value) in description.additionalParameters.sorted(by: { $0.key < $1.key }) {
+        if let scope = registration.scope { items.append(URLQueryItem(name: "scope", value: scope)) }
+        for (name, value) in registration.additionalParameters.sorted(by: { $0.key < $1.key }) {
             items.append(URLQueryItem(name: name, value: value))
         }
         components.percentEncodedQueryItems = items.map {
@@ -72,7 +82,7 @@ public struct AuthorizationCodeLogin: Sendable {
         }
         return try await client.requestToken(
             [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI), ("code_verifier", verifier)],
-            description: description)
+            registration: registration)
     }
 
     /// Opens `url` with `xdg-open` when there is a display (`DISPLAY` or `WAYLAND_DISPLAY`).

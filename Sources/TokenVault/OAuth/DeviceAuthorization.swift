@@ -16,22 +16,22 @@ public struct DeviceAuthorization: Sendable, CustomStringConvertible {
     let deviceCode: String
 
     public var description: String {
-        "DeviceAuthorization(user code: \(CredentialKey.escaped(userCode)), verify at: \(RefreshDescription.safe(verificationURI)), expires: \(expiresAt))"
+        "DeviceAuthorization(user code: \(CredentialKey.escaped(userCode)), verify at: \(ClientRegistration.safe(verificationURI)), expires: \(expiresAt))"
     }
 }
 
 extension TokenEndpointClient {
     /// Starts the device authorization grant (RFC 8628 §3.1) at `endpoint` for the client that
-    /// `description` names, asking for its scope.
-    public func startDeviceAuthorization(at endpoint: URL, description: RefreshDescription) async throws -> DeviceAuthorization {
+    /// `registration` names, asking for its scope.
+    public func startDeviceAuthorization(at endpoint: URL, registration: ClientRegistration) async throws -> DeviceAuthorization {
         var form: [(String, String)] = []
-        if let scope = description.scope { form.append(("scope", scope)) }
-        let (body, receivedAt) = try await post(endpoint, form: form, description: description, role: "device authorization endpoint")
+        if let scope = registration.scope { form.append(("scope", scope)) }
+        let (body, receivedAt) = try await post(endpoint, form: form, registration: registration, role: "device authorization endpoint")
         let fields: [String: JSONValue]
         do {
             fields = try TokenResponseFields.parseJSON(body)
         } catch {
-            throw VaultError(.httpError, "The device authorization endpoint \(RefreshDescription.safe(endpoint)) answered with a body that is not JSON.")
+            throw VaultError(.httpError, "The device authorization endpoint \(ClientRegistration.safe(endpoint)) answered with a body that is not JSON.")
         }
         guard let deviceCode = fields["device_code"]?.stringValue, !deviceCode.isEmpty,
             let userCode = fields["user_code"]?.stringValue, !userCode.isEmpty,
@@ -40,7 +40,7 @@ extension TokenEndpointClient {
         else {
             throw VaultError(
                 .httpError,
-                "The device authorization endpoint \(RefreshDescription.safe(endpoint)) answered without device_code, user_code or verification_uri.")
+                "The device authorization endpoint \(ClientRegistration.safe(endpoint)) answered without device_code, user_code or verification_uri.")
         }
         // A code the user reads and types: no control character (C0, DEL, C1 such as U+009B, the
         // 8-bit CSI), no bidirectional formatting character, which would reorder what is shown.
@@ -61,7 +61,7 @@ extension TokenEndpointClient {
     /// `authorization_pending` polls again after the interval; `slow_down` adds 5 seconds to the
     /// interval for this and every later poll; `expired_token`, or the device code's expiry on this
     /// side, ends with `expired`; `access_denied` ends with `tokenEndpointError` carrying it.
-    public func pollDeviceAuthorization(_ authorization: DeviceAuthorization, description: RefreshDescription) async throws -> OAuthToken {
+    public func pollDeviceAuthorization(_ authorization: DeviceAuthorization, registration: ClientRegistration) async throws -> OAuthToken {
         var interval = authorization.interval
         while true {
             do {
@@ -73,7 +73,7 @@ extension TokenEndpointClient {
             let form = [("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", authorization.deviceCode)]
             do {
                 let (body, receivedAt) = try await post(
-                    description.tokenEndpoint, form: form, description: description, role: "token endpoint", mapOAuthErrors: false)
+                    registration.tokenEndpoint, form: form, registration: registration, role: "token endpoint", mapOAuthErrors: false)
                 do {
                     return try OAuthToken(tokenResponse: body, receivedAt: receivedAt)
                 } catch let error as VaultError where error.code == .tokenEndpointError {
@@ -96,10 +96,22 @@ extension TokenEndpointClient {
                         .tokenEndpointError, "The user denied the device login (access_denied); nothing was stored.",
                         underlying: oauthError)
                 default:
-                    throw Self.mapped(oauthError, endpoint: description.tokenEndpoint)
+                    throw Self.mapped(oauthError, endpoint: registration.tokenEndpoint)
                 }
             }
         }
+    }
+
+    /// The earlier spelling of ``startDeviceAuthorization(at:registration:)``.
+    @available(*, deprecated, renamed: "startDeviceAuthorization(at:registration:)")
+    public func startDeviceAuthorization(at endpoint: URL, description: ClientRegistration) async throws -> DeviceAuthorization {
+        try await startDeviceAuthorization(at: endpoint, registration: description)
+    }
+
+    /// The earlier spelling of ``pollDeviceAuthorization(_:registration:)``.
+    @available(*, deprecated, renamed: "pollDeviceAuthorization(_:registration:)")
+    public func pollDeviceAuthorization(_ authorization: DeviceAuthorization, description: ClientRegistration) async throws -> OAuthToken {
+        try await pollDeviceAuthorization(authorization, registration: description)
     }
 
     private static func deviceCodeExpired() -> VaultError {

@@ -2,7 +2,7 @@ internal import CCurl
 import Foundation
 internal import Synchronization
 
-/// One HTTP POST on libcurl, which is opened with dlopen on the first request (see `CCurl.h`).
+/// One HTTP POST (or a GET, for discovery) on libcurl, which is opened with dlopen on the first request (see `CCurl.h`).
 ///
 /// Nothing links libcurl, so a command that sends no request (`vault --version`, a file-vault
 /// `vault get`) maps neither it nor the ~28 libraries behind it (issue 17). `curl_easy_perform`
@@ -84,10 +84,19 @@ enum HTTPTransport {
     /// - Throws: ``Failure`` when no HTTP answer came, `CancellationError` when the calling task
     ///   was cancelled (the transfer is aborted and not waited for).
     static func post(_ url: URL, headers: [String], body: Data, timeout: Duration) async throws -> Response {
+        try await send(url, headers: headers, body: body, get: false, timeout: timeout)
+    }
+
+    /// GETs `url` with `headers` ("Name: value"), bounded by `timeout` in all; as ``post(_:headers:body:timeout:)``.
+    static func get(_ url: URL, headers: [String], timeout: Duration) async throws -> Response {
+        try await send(url, headers: headers, body: Data(), get: true, timeout: timeout)
+    }
+
+    private static func send(_ url: URL, headers: [String], body: Data, get: Bool, timeout: Duration) async throws -> Response {
         try require()
         let milliseconds = max(1, Int(TokenEndpointClient.seconds(timeout) * 1000))
         let userAgent = "TokenVault/\(TokenVaultVersion.current)"
-        let direct = url.host.map(RefreshDescription.isLoopback) ?? false
+        let direct = url.host.map(ClientRegistration.isLoopback) ?? false
         let created: OpaquePointer? = withCStrings(headers) { lines in
             body.withUnsafeBytes { bytes in
                 tv_curl_transfer_new(
@@ -98,6 +107,7 @@ enum HTTPTransport {
         guard let created else {
             throw Failure(code: Int32(TV_CURLE_OUT_OF_MEMORY), reason: "out of memory", osErrno: 0, requestSent: false)
         }
+        if get { tv_curl_transfer_use_get(created) }
         let transfer = Transfer(created)
         try Task.checkCancellation()
         return try await withTaskCancellationHandler {

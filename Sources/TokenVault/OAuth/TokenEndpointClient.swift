@@ -15,6 +15,11 @@ internal import Glibc
 /// - HTTP 5xx, 429, time-outs and connection failures are transient: the request is sent again,
 ///   at most ``maximumAttempts`` times in all, after an exponential back-off with jitter, or after
 ///   the server's `Retry-After` on 429 and 503. Then `networkFailure`, with the last reason.
+/// - Two bounds: each request gets at most ``requestTimeout`` (8 s by default), and the whole
+///   operation (one refresh, one code exchange, one device poll), every attempt and back-off
+///   included, at most ``deadline`` (20 s by default). A token endpoint that accepts the
+///   connection and never answers fails after 20 s, not after 3 × 30 s. The error names the bound
+///   that ran out.
 /// - Any other HTTP error whose body is not an OAuth error (an HTML page, say) is `httpError`,
 ///   naming the status, never a parse failure.
 ///
@@ -22,6 +27,11 @@ internal import Glibc
 public struct TokenEndpointClient: Sendable {
     /// How long one request may take before it counts as failed (and, attempts allowing, is retried).
     public var requestTimeout: Duration
+    /// How long one operation may take in all: every attempt, back-off and `Retry-After` wait of
+    /// one refresh (or code exchange, or device poll) included. Short enough by default for a
+    /// person waiting on `vault get --fresh`; `vault` takes `--http-deadline` or
+    /// `TOKEN_VAULT_HTTP_DEADLINE` to change it.
+    public var deadline: Duration
     /// Requests sent in all for one operation, the first included. At least 1.
     public var maximumAttempts: Int
     /// The first back-off; each later one doubles, with jitter.
@@ -35,15 +45,22 @@ public struct TokenEndpointClient: Sendable {
     /// its own HTTP stack, and a unit test `TokenVaultTesting`'s `FakeTokenEndpoint`.
     public var transport: (any TokenTransport)?
 
+    /// The default ``deadline``: 20 s for a whole refresh, retries included.
+    public static let defaultDeadline: Duration = .seconds(20)
+    /// The default ``requestTimeout``: 8 s, so that a retry still fits in the default deadline.
+    public static let defaultRequestTimeout: Duration = .seconds(8)
+
     public init(
-        requestTimeout: Duration = .seconds(30),
+        requestTimeout: Duration = TokenEndpointClient.defaultRequestTimeout,
         maximumAttempts: Int = 3,
         initialBackoff: Duration = .milliseconds(500),
         maximumRetryAfter: Duration = .seconds(60),
+        deadline: Duration = TokenEndpointClient.defaultDeadline,
         clock: VaultClock = .system,
         transport: (any TokenTransport)? = nil
     ) {
         self.requestTimeout = requestTimeout
+        self.deadline = deadline
         self.maximumAttempts = max(1, maximumAttempts)
         self.initialBackoff = initialBackoff
         self.maximumRetryAfter = maximumRetryAfter
@@ -59,32 +76,38 @@ public struct TokenEndpointClient: Sendable {
     ///
     /// - Throws: ``VaultError``: `reauthenticationRequired` when `token` has no refresh token or
     ///   the server answers `invalid_grant`; see the type's documentation for the rest.
-    public func refresh(_ token: OAuthToken, using description: RefreshDescription) async throws -> OAuthToken {
+    public func refresh(_ token: OAuthToken, using registration: ClientRegistration) async throws -> OAuthToken {
         guard let refreshToken = token.refreshToken, !refreshToken.isEmpty else {
             throw VaultError(.reauthenticationRequired, "The token holds no refresh token; log in again.")
         }
         var form = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
-        if let scope = description.scope { form.append(("scope", scope)) }
-        let response = try await requestToken(form, description: description)
+        if let scope = registration.scope { form.append(("scope", scope)) }
+        let response = try await requestToken(form, registration: registration)
         return token.updated(byRefresh: response)
     }
 
     /// Sends a token request with `form` (the grant's own parameters) plus the client's
     /// authentication and extra parameters, and parses the token response.
-    public func requestToken(_ form: [(String, String)], description: RefreshDescription) async throws -> OAuthToken {
+    public func requestToken(_ form: [(String, String)], registration: ClientRegistration) async throws -> OAuthToken {
         let (body, receivedAt) = try await post(
-            description.tokenEndpoint, form: form, description: description, role: "token endpoint")
+            registration.tokenEndpoint, form: form, registration: registration, role: "token endpoint")
         do {
             return try OAuthToken(tokenResponse: body, receivedAt: receivedAt)
         } catch let error as VaultError where error.code == .tokenEndpointError {
             // A 200 with an error in it, as GitHub sends.
-            throw Self.mapped(error.oauthError ?? OAuthErrorResponse(error: "unknown"), endpoint: description.tokenEndpoint)
+            throw Self.mapped(error.oauthError ?? OAuthErrorResponse(error: "unknown"), endpoint: registration.tokenEndpoint)
         } catch let error as VaultError {
             throw VaultError(
                 .httpError,
-                "The token endpoint \(RefreshDescription.safe(description.tokenEndpoint)) answered with a body that is not a token response: \(error.message)",
+                "The token endpoint \(ClientRegistration.safe(registration.tokenEndpoint)) answered with a body that is not a token response: \(error.message)",
                 underlying: error)
         }
+    }
+
+    /// The earlier spelling of ``requestToken(_:registration:)``.
+    @available(*, deprecated, renamed: "requestToken(_:registration:)")
+    public func requestToken(_ form: [(String, String)], description: ClientRegistration) async throws -> OAuthToken {
+        try await requestToken(form, registration: description)
     }
 
     // MARK: HTTP
@@ -94,9 +117,10 @@ public struct TokenEndpointClient: Sendable {
     /// - Throws: an OAuth error response as `tokenEndpointError` (callers that poll look at it
     ///   before mapping), or the errors listed on the type.
     func post(
-        _ url: URL, form: [(String, String)], description: RefreshDescription, role: String, mapOAuthErrors: Bool = true
+        _ url: URL, form: [(String, String)], registration: ClientRegistration, role: String, mapOAuthErrors: Bool = true,
+        additionalParameters: Bool = true
     ) async throws -> (Data, Date) {
-        try RefreshDescription.checkEndpoint(url, role: role)
+        try ClientRegistration.checkEndpoint(url, role: role)
         var fields = form
         var headers = [
             "Content-Type: application/x-www-form-urlencoded",
@@ -104,23 +128,44 @@ public struct TokenEndpointClient: Sendable {
             // No `Expect: 100-continue` round trip before a body of more than 1 KiB.
             "Expect:",
         ]
-        let authentication = description.clientAuthentication
+        let authentication = registration.clientAuthentication
         switch (authentication.method, authentication.secret) {
         case ("client_secret_basic", let secret?):
-            let credentials = "\(FormEncoding.encode(description.clientID)):\(FormEncoding.encode(secret))"
+            let credentials = "\(FormEncoding.encode(registration.clientID)):\(FormEncoding.encode(secret))"
             headers.append("Authorization: Basic \(Data(credentials.utf8).base64EncodedString())")
         case ("client_secret_post", let secret?):
-            fields.append(("client_id", description.clientID))
+            fields.append(("client_id", registration.clientID))
             fields.append(("client_secret", secret))
         default:
-            fields.append(("client_id", description.clientID))
+            fields.append(("client_id", registration.clientID))
         }
-        for (name, value) in description.additionalParameters.sorted(by: { $0.key < $1.key }) {
+        for (name, value) in registration.additionalParameters.sorted(by: { $0.key < $1.key }) where additionalParameters {
             fields.append((name, value))
         }
         let body = FormEncoding.body(fields)
+        let (data, receivedAt, _) = try await send(url, role: role, mapOAuthErrors: mapOAuthErrors) { timeout in
+            try await dispatch(url, method: "POST", headers: headers, body: body, timeout: timeout)
+        }
+        return (data, receivedAt)
+    }
 
-        let where_ = "The \(role) \(RefreshDescription.safe(url))"
+    /// GETs `url` (a discovery document), retrying transient failures; returns the body of a 2xx
+    /// answer, or of one whose status is in `passing` (a 404 the caller falls back on), with the status.
+    func get(_ url: URL, role: String, passing: Set<Int> = []) async throws -> (Data, Int) {
+        try ClientRegistration.checkEndpoint(url, role: role)
+        let (data, _, status) = try await send(url, role: role, mapOAuthErrors: false, passing: passing) { timeout in
+            try await dispatch(url, method: "GET", headers: ["Accept: application/json"], body: Data(), timeout: timeout)
+        }
+        return (data, status)
+    }
+
+    /// One request to `url`, sent by `perform` with the time-out it is given, under the retry
+    /// policy and the deadline described on the type.
+    private func send(
+        _ url: URL, role: String, mapOAuthErrors: Bool, passing: Set<Int> = [],
+        perform: (Duration) async throws -> HTTPTransport.Response
+    ) async throws -> (Data, Date, Int) {
+        let where_ = "The \(role) \(ClientRegistration.safe(url))"
         if transport == nil {
             do {
                 try HTTPTransport.require()
@@ -129,18 +174,27 @@ public struct TokenEndpointClient: Sendable {
             }
         }
         var lastReason = ""
+        let end = ContinuousClock.now.advanced(by: deadline)
+        var attempts = 0
         for attempt in 1...maximumAttempts {
             try Task.checkCancellation()
+            let remaining = end - ContinuousClock.now
+            guard remaining > .milliseconds(10) else {
+                throw deadlineExpired(where_, attempts: attempts, lastReason: lastReason)
+            }
+            // The last attempt gets what is left of the deadline, if that is less than a request's own bound.
+            let timeout = min(requestTimeout, remaining)
+            attempts = attempt
             var wait: Duration?
             do {
-                let response = try await send(url, headers: headers, body: body)
+                let response = try await perform(timeout)
                 let receivedAt = clock.now()
                 let status = response.status
                 guard status >= 100 else {
                     throw VaultError(.httpError, "\(where_) did not answer with HTTP.")
                 }
-                if (200..<300).contains(status) {
-                    return (response.body, receivedAt)
+                if (200..<300).contains(status) || passing.contains(status) {
+                    return (response.body, receivedAt, status)
                 }
                 let oauthError = Self.oauthError(in: response.body)
                 let transient = status >= 500 || status == 429 || oauthError?.error == "temporarily_unavailable"
@@ -177,7 +231,12 @@ public struct TokenEndpointClient: Sendable {
                 guard Self.isTransient(failure) else {
                     throw VaultError(.networkFailure, "\(where_) could not be reached: \(Self.reason(failure)).", underlying: failure)
                 }
-                lastReason = Self.reason(failure)
+                if failure.timedOut && timeout < requestTimeout {
+                    // Cut short by the deadline, not by the request's own time-out.
+                    let before = lastReason.isEmpty ? "" : "\(lastReason), then "
+                    throw deadlineExpired(where_, attempts: attempt, lastReason: before + "no answer before the deadline")
+                }
+                lastReason = failure.timedOut ? "no answer within the \(Self.secondsText(timeout)) per-request time-out" : Self.reason(failure)
             } catch is CancellationError {
                 throw VaultError(.cancelled, "\(where_): the request was cancelled.")
             } catch {
@@ -185,6 +244,10 @@ public struct TokenEndpointClient: Sendable {
             }
             guard attempt < maximumAttempts else { break }
             let backoff = wait ?? (initialBackoff * (1 << (attempt - 1))) * Double.random(in: 0.5...1.0)
+            if backoff >= end - ContinuousClock.now {
+                let why = wait.map { "; the server asked to retry after \(Self.secondsText($0))" } ?? ""
+                throw deadlineExpired(where_, attempts: attempt, lastReason: lastReason + why)
+            }
             do {
                 try await clock.sleep(backoff)
             } catch {
@@ -196,10 +259,13 @@ public struct TokenEndpointClient: Sendable {
             "\(where_) failed \(maximumAttempts) time(s); the last attempt: \(lastReason). Check the network and the endpoint, then try again.")
     }
 
-    /// One request through the app's transport, or the built-in one.
-    private func send(_ url: URL, headers: [String], body: Data) async throws -> HTTPTransport.Response {
+    /// One request through the app's transport, or the built-in one, bounded by `timeout`.
+    private func dispatch(_ url: URL, method: String, headers: [String], body: Data, timeout: Duration) async throws
+        -> HTTPTransport.Response
+    {
         guard let transport else {
-            return try await HTTPTransport.post(url, headers: headers, body: body, timeout: requestTimeout)
+            if method == "GET" { return try await HTTPTransport.get(url, headers: headers, timeout: timeout) }
+            return try await HTTPTransport.post(url, headers: headers, body: body, timeout: timeout)
         }
         let fields = headers.compactMap { line -> (name: String, value: String)? in
             guard let colon = line.firstIndex(of: ":") else { return nil }
@@ -207,17 +273,32 @@ public struct TokenEndpointClient: Sendable {
             return value.isEmpty ? nil : (String(line[..<colon]), value)  // "Expect:" is curl's, not a field
         }
         let answer = try await transport.send(
-            TokenTransportRequest(url: url, headers: fields, body: body, timeout: requestTimeout))
+            TokenTransportRequest(method: method, url: url, headers: fields, body: body, timeout: timeout))
         guard answer.body.count <= HTTPTransport.maximumBodySize else {
             throw VaultError(
-                .httpError, "The answer of \(RefreshDescription.safe(url)) has a body of more than \(HTTPTransport.maximumBodySize) bytes, which is not an OAuth response.")
+                .httpError, "The answer of \(ClientRegistration.safe(url)) has a body of more than \(HTTPTransport.maximumBodySize) bytes, which is not an OAuth response.")
         }
         return HTTPTransport.Response(status: answer.status, headers: answer.headers, body: answer.body)
     }
 
+    /// The whole operation ran out of ``deadline``: says so, and how to change it.
+    private func deadlineExpired(_ where_: String, attempts: Int, lastReason: String) -> VaultError {
+        let last = lastReason.isEmpty ? "" : ": \(lastReason)"
+        return VaultError(
+            .networkFailure,
+            "\(where_) gave no answer within the \(Self.secondsText(deadline)) deadline for the whole request (\(attempts) attempt(s)\(last)). Check the network and the endpoint; the deadline is TokenEndpointClient's deadline (vault: --http-deadline or TOKEN_VAULT_HTTP_DEADLINE).")
+    }
+
+    /// `20 s`, `2.5 s`.
+    static func secondsText(_ duration: Duration) -> String {
+        let value = seconds(duration)
+        if value == value.rounded() { return "\(Int(value)) s" }
+        return String(format: "%.1f s", value)
+    }
+
     /// What an OAuth error response means for the caller.
     static func mapped(_ oauthError: OAuthErrorResponse, endpoint: URL) -> VaultError {
-        let where_ = "The token endpoint \(RefreshDescription.safe(endpoint))"
+        let where_ = "The token endpoint \(ClientRegistration.safe(endpoint))"
         switch oauthError.error {
         case "invalid_grant":
             return VaultError(

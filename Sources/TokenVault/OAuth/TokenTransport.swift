@@ -14,9 +14,10 @@ public protocol TokenTransport: Sendable {
     func send(_ request: TokenTransportRequest) async throws -> TokenTransportResponse
 }
 
-/// One request of the OAuth client: a form POST to a token, device or revocation endpoint.
+/// One request of the OAuth client: a form POST to a token, device or revocation endpoint, or a
+/// GET of a discovery document.
 public struct TokenTransportRequest: Sendable {
-    /// Always `POST` today.
+    /// `POST` for token, device and revocation requests; `GET` for discovery documents.
     public var method: String
     public var url: URL
     /// The header fields, in order (`Content-Type`, `Accept`, and `Authorization` for

@@ -3,7 +3,7 @@
 ///
 /// | state | meaning |
 /// |---|---|
-/// | ``refreshesItself`` | the entry holds a ``RefreshDescription`` and a refresh token the server has not rejected: ``Vault/freshToken(for:leeway:timeout:client:)`` and `vault get --fresh` refresh it |
+/// | ``refreshesItself`` | the entry holds a ``ClientRegistration`` and a refresh token the server has not rejected: ``Vault/freshToken(for:leeway:timeout:client:)`` and `vault get --fresh` refresh it |
 /// | ``rejected`` | the server rejected the stored refresh token (`invalid_grant`); the verdict is stored, so only a new login helps |
 /// | ``noRefreshToken`` | a refresh description but no usable refresh token (none, or it has expired): a new login at expiry |
 /// | ``noDescription`` | a refresh token but no description: only a client that makes the request itself (the closure form) can refresh it |

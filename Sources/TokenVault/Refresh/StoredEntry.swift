@@ -3,17 +3,17 @@ package import Foundation
 /// A token entry as stored: the token's own stored form, plus, when present, two fields that
 /// earlier releases do not write and ignore when reading:
 ///
-/// - `refresh`: the entry's ``RefreshDescription``, with the client secret sealed in the entry;
+/// - `refresh`: the entry's ``ClientRegistration``, with the client secret sealed in the entry;
 /// - `refresh_rejected`: the server's verdict on the entry's refresh token after it rejected it
 ///   (`invalid_grant`), bound to that refresh token by a hash, so that no process presents it again.
 ///
 /// An entry with neither is byte for byte what ``OAuthToken/storedForm()`` writes.
 package struct StoredEntry: Codable, Sendable {
     package var token: OAuthToken
-    package var refresh: RefreshDescription?
+    package var refresh: ClientRegistration?
     package var rejection: RefreshRejection?
 
-    package init(token: OAuthToken, refresh: RefreshDescription? = nil, rejection: RefreshRejection? = nil) {
+    package init(token: OAuthToken, refresh: ClientRegistration? = nil, rejection: RefreshRejection? = nil) {
         self.token = token
         self.refresh = refresh
         self.rejection = rejection
@@ -27,7 +27,7 @@ package struct StoredEntry: Codable, Sendable {
     package init(from decoder: any Decoder) throws {
         token = try OAuthToken(from: decoder)
         let container = try decoder.container(keyedBy: ExtraKeys.self)
-        refresh = try container.decodeIfPresent(RefreshDescription.self, forKey: .refresh)
+        refresh = try container.decodeIfPresent(ClientRegistration.self, forKey: .refresh)
         rejection = try container.decodeIfPresent(RefreshRejection.self, forKey: .rejection)
     }
 

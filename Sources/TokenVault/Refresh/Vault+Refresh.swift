@@ -13,7 +13,7 @@ extension Vault {
     /// ```
     ///
     /// This is the closure form, for clients that make the request themselves; an entry saved with
-    /// a ``RefreshDescription`` is refreshed by the vault itself with
+    /// a ``ClientRegistration`` is refreshed by the vault itself with
     /// ``freshToken(for:leeway:timeout:client:)``. Here `refresh` is yours. It receives the stored token
     /// (with its refresh token) and returns the token built from the server's response, usually
     /// with ``OAuthToken/init(tokenResponse:receivedAt:)-(Data,_)``. TokenVault merges the two with
@@ -74,9 +74,11 @@ extension Vault {
         clock: VaultClock,
         refresh: @escaping @Sendable (_ stale: OAuthToken) async throws -> OAuthToken
     ) async throws -> OAuthToken {
-        guard let seen = try await token(for: key) else {
+        guard let (seen, rejection) = try await tokenAndRejection(for: key) else {
             throw Self.noToken(key)
         }
+        // A rejected entry's token is never handed out as fresh, however long it has left.
+        if let rejection { throw Self.reauthenticationRequired(key, rejection) }
         let now = clock.now
         if !seen.isExpired(at: now(), leeway: leeway) {
             return seen
@@ -279,7 +281,7 @@ extension Vault {
         return reauthenticationRequired(key, oauthError)
     }
 
-    private static func reauthenticationRequired(_ key: CredentialKey, _ oauthError: OAuthErrorResponse) -> VaultError {
+    static func reauthenticationRequired(_ key: CredentialKey, _ oauthError: OAuthErrorResponse) -> VaultError {
         VaultError(
             .reauthenticationRequired,
             "The server rejected the refresh token for \(key) (\(oauthError.error)); log in again to get a new one.",

@@ -2,21 +2,23 @@ public import Foundation
 import Logging
 
 extension Vault {
-    /// Saves `token` under `key` together with how to refresh it, so that
+    /// Saves `token` under `key` together with the client's registration, so that
     /// ``freshToken(for:leeway:timeout:client:)``, any other process and `vault get --fresh` can
-    /// refresh it by themselves. The client secret in `refresh`, if any, is sealed in the same entry.
+    /// refresh it by themselves. The client secret in `registration`, if any, is sealed in the
+    /// same entry.
     ///
     /// Saving replaces the whole entry: a refresh token the server had rejected is forgotten with
-    /// it. ``saveToken(_:for:)`` stores a token without a description (and drops any earlier one).
-    public func saveToken(_ token: OAuthToken, for key: CredentialKey, refresh: RefreshDescription?) async throws {
-        try await store.save(StoredEntry(token: token, refresh: refresh).storedForm(), for: key, contentType: .json)
-        logger.debug("saved token", metadata: ["key": "\(key)", "refreshable": "\(refresh != nil)"])
+    /// it, and `registration: nil` drops the registration the entry held.
+    /// ``saveToken(_:for:)`` keeps the stored registration instead.
+    public func saveToken(_ token: OAuthToken, for key: CredentialKey, registration: ClientRegistration?) async throws {
+        try await store.save(StoredEntry(token: token, refresh: registration).storedForm(), for: key, contentType: .json)
+        logger.debug("saved token", metadata: ["key": "\(key)", "refreshable": "\(registration != nil)"])
     }
 
-    /// How the entry under `key` is refreshed, or `nil` if it was saved without a description
-    /// (or by a release before descriptions existed).
+    /// The client registration stored with the entry under `key`, or `nil` if it was saved
+    /// without one (or by a release before registrations were stored).
     /// - Throws: `notFound` when there is no entry; `invalidInput` when it is not a token.
-    public func refreshDescription(for key: CredentialKey) async throws -> RefreshDescription? {
+    public func registration(for key: CredentialKey) async throws -> ClientRegistration? {
         guard let entry = try await storedEntry(for: key) else { throw Self.noToken(key) }
         return entry.refresh
     }
@@ -37,7 +39,7 @@ extension Vault {
     }
 
     /// Returns the token stored under `key`, first refreshing it with its stored
-    /// ``RefreshDescription`` if it expires within `leeway` seconds: one refresh per expiry across
+    /// ``ClientRegistration`` if it expires within `leeway` seconds: one refresh per expiry across
     /// every task and process, as ``freshToken(for:leeway:timeout:refresh:)`` does.
     ///
     /// ```swift
@@ -56,7 +58,7 @@ extension Vault {
     /// - Throws: ``VaultError`` with code
     ///   - `notFound` when nothing is stored under `key`;
     ///   - `expired` when the token has expired and the entry has no refresh description (save one
-    ///     with ``saveToken(_:for:refresh:)``, or use the closure form);
+    ///     with ``saveToken(_:for:registration:)``, or use the closure form);
     ///   - `reauthenticationRequired` when the server rejected the refresh token (now, or before:
     ///     the verdict is stored, and that refresh token is never presented again), or there is none;
     ///   - `configurationError` when the server refused the client (`invalid_client`);
@@ -72,6 +74,8 @@ extension Vault {
         client: TokenEndpointClient = TokenEndpointClient()
     ) async throws -> OAuthToken {
         guard let entry = try await storedEntry(for: key) else { throw Self.noToken(key) }
+        // A rejected entry's token is never handed out as fresh, however long it has left.
+        if let rejection = try entry.refreshTokenRejected() { throw Self.reauthenticationRequired(key, rejection) }
         let now = client.clock.now
         if !entry.token.isExpired(at: now(), leeway: leeway) {
             return entry.token
@@ -79,7 +83,7 @@ extension Vault {
         guard entry.refresh != nil else {
             throw VaultError(
                 .expired,
-                "The token for \(key) has expired, and the entry holds no refresh description; store one (vault set or vault login with --token-url and --client-id) or refresh it yourself.")
+                "The token for \(key) has expired, and the entry holds no client registration; store one (vault set or vault login with --token-url and --client-id) or refresh it yourself.")
         }
         return try await flight(
             key, need: .expiring(leeway: leeway, seen: entry.token), timeout: timeout, now: now,
@@ -87,7 +91,7 @@ extension Vault {
     }
 
     /// Refreshes the token under `key` now, whether or not it has expired, with its stored
-    /// ``RefreshDescription``. Concurrent callers in this process share the refresh.
+    /// ``ClientRegistration``. Concurrent callers in this process share the refresh.
     /// - Throws: as ``freshToken(for:leeway:timeout:client:)``, and `configurationError` when the
     ///   entry has no refresh description.
     public func refreshToken(
@@ -131,6 +135,6 @@ extension Vault {
     private static func noDescription(_ key: CredentialKey) -> VaultError {
         VaultError(
             .configurationError,
-            "The entry \(key) holds no refresh description, so the vault cannot refresh it; store one with --token-url and --client-id (vault set, vault login).")
+            "The entry \(key) holds no client registration (no refresh description), so the vault cannot refresh it; store one with --token-url and --client-id (vault set, vault login).")
     }
 }

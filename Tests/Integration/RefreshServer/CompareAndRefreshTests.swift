@@ -34,7 +34,7 @@ struct SeparateCallersStore: CredentialStore {
         let vault = Vault(store: SeparateCallersStore(inner: MemoryStore()))
         let key = try CredentialKey(service: uniqueName("tv-compare"), account: "acct")
         let token = try await server.login(user: user)
-        try await vault.saveToken(token, for: key, refresh: try server.publicClient())
+        try await vault.saveToken(token, for: key, registration: try server.publicClient())
 
         // Hold the key's lock until all eight callers have passed the first check and wait on it.
         let lockFile = try RefreshLockDirectory.forRuntime(scope: "backend:compare-test").lockFilePath(for: key)

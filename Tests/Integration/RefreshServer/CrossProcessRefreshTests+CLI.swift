@@ -54,7 +54,7 @@ extension RefreshCrossProcessTests {
         try await withVault(store, services: [key.service]) { scratch, vault in
             var token = try await server.login(user: user)
             token.expiresAt = Date().addingTimeInterval(-5)
-            try await vault.saveToken(token, for: key, refresh: try server.publicClient())
+            try await vault.saveToken(token, for: key, registration: try server.publicClient())
 
             // Hold the key's lock so that all eight meet at it; let go once each has opened it.
             let lockFile = try scratch.lockFile(store, for: key)
@@ -123,7 +123,7 @@ extension RefreshCrossProcessTests {
             }
             // The refresh authenticated with the secret from the file: the server issued a new token.
             #expect(try await vault.token(for: key)?.accessToken != token.accessToken)
-            #expect(try await vault.refreshDescription(for: key)?.clientAuthentication.method == "client_secret_basic")
+            #expect(try await vault.registration(for: key)?.clientAuthentication.method == "client_secret_basic")
 
             // A wrong secret: a configuration error that names invalid_client and neither secret.
             let setWrong = setArguments.map { $0 == secretFile ? wrongFile : $0 }
@@ -154,7 +154,7 @@ extension RefreshCrossProcessTests {
         try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
             // A rejected refresh token: exit 7, and the advice to log in again.
             let token = try await server.login(user: user)
-            try await vault.saveToken(token, for: key, refresh: try server.publicClient())
+            try await vault.saveToken(token, for: key, registration: try server.publicClient())
             try await server.spendRefreshToken(of: token)
             let rejected = try await run(scratch, ["refresh", key.service, key.account], label: "rejected")
             #expect(rejected.status == 7, "\(rejected.stderr)")
@@ -162,17 +162,18 @@ extension RefreshCrossProcessTests {
             #expect(!rejected.stderr.contains(try #require(token.refreshToken)))
 
             // An endpoint that refuses connections: exit 6 with the reason, after the retries.
-            let dead = try RefreshDescription(tokenEndpoint: try #require(URL(string: "http://127.0.0.1:1/token")), clientID: "c")
+            let dead = try ClientRegistration(tokenEndpoint: try #require(URL(string: "http://127.0.0.1:1/token")), clientID: "c")
             var expired = token
             expired.expiresAt = Date().addingTimeInterval(-5)
-            try await vault.saveToken(expired, for: key, refresh: dead)
+            try await vault.saveToken(expired, for: key, registration: dead)
             let unreachable = try await run(scratch, ["get", key.service, key.account, "--fresh"], label: "unreachable")
             #expect(unreachable.status == 6, "\(unreachable.stderr)")
             #expect(unreachable.stderr.contains("refused") && unreachable.stderr.contains("3 time(s)"), "\(unreachable.stderr)")
             #expect(unreachable.stdout.isEmpty)
 
-            // Without a description, --fresh behaves as get does: expired is exit 3.
-            try await vault.saveToken(expired, for: key)
+            // Without a registration, --fresh behaves as get does: expired is exit 3. (saveToken(_:for:)
+            // would keep the registration; dropping it is explicit.)
+            try await vault.saveToken(expired, for: key, registration: nil)
             let plain = try await run(scratch, ["get", key.service, key.account, "--fresh"], label: "plain")
             #expect(plain.status == 3, "\(plain.stderr)")
 
@@ -215,7 +216,7 @@ extension RefreshCrossProcessTests {
             #expect(child.output.isEmpty, "login prints nothing on stdout")
             let stored = try #require(try await vault.token(for: key))
             #expect(try await server.user(for: stored) == user)
-            #expect(try await vault.refreshDescription(for: key) == (try server.publicClient()))
+            #expect(try await vault.registration(for: key) == (try server.publicClient()))
             let refreshed = try await run(scratch, ["refresh", key.service, key.account], label: "refresh")
             #expect(refreshed.status == 0, "\(refreshed.stderr)")
         }

@@ -54,11 +54,11 @@ import Glibc
 
     /// Logs a new user in and stores the token under `key`, already expired locally.
     private func seedExpiredToken(
-        _ server: TestOAuthServer, _ vault: Vault, user: String, key: CredentialKey, refresh: RefreshDescription? = nil
+        _ server: TestOAuthServer, _ vault: Vault, user: String, key: CredentialKey, refresh: ClientRegistration? = nil
     ) async throws -> OAuthToken {
         var token = try await server.login(user: user)
         token.expiresAt = Date().addingTimeInterval(-5)
-        try await vault.saveToken(token, for: key, refresh: refresh)
+        try await vault.saveToken(token, for: key, registration: refresh)
         return token
     }
 
@@ -79,7 +79,7 @@ import Glibc
             let stored = try #require(try await vault.token(for: key))
             #expect(stored.refreshToken != seeded.refreshToken, "the server rotates refresh tokens")
             #expect(Set(records.compactMap { $0["access"] }) == [fingerprint(stored.accessToken)], "every caller got the same new token")
-            #expect(try await vault.refreshDescription(for: key) == (try server.publicClient()), "the description is kept")
+            #expect(try await vault.registration(for: key) == (try server.publicClient()), "the description is kept")
             let stats = try await server.stats(user: user)
             #expect(stats.refreshRequests == 1)
             #expect(stats.reuseDetected == 0)

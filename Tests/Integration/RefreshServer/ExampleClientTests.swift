@@ -75,13 +75,13 @@ import TokenVault
             #expect(stats.deviceAuthorizations == 1)
             #expect(stats.refreshRequests == 0)
             // Stored with how to refresh it, so that any process (and `vault get --fresh`) can.
-            let client = try #require(try await vault.refreshDescription(for: key))
+            let client = try #require(try await vault.registration(for: key))
             #expect(client.tokenEndpoint == server.url.appendingPathComponent("token"))
             #expect(client.clientID == TestOAuthServer.clientID)
 
             // 2. Refresh: expire the token locally; `whoami` must refresh it through the vault.
             loggedIn.expiresAt = Date().addingTimeInterval(-1)
-            try await vault.saveToken(loggedIn, for: key, refresh: client)
+            try await vault.saveToken(loggedIn, for: key, registration: client)
             let whoami = try HelperProcess(
                 "oauth-example", arguments: ["whoami"] + common, environment: setup.environment(scratch),
                 outputPath: scratch.path("whoami.out"))
@@ -103,7 +103,7 @@ import TokenVault
             var refused = refreshed
             refused.accessToken = "refused-\(uniqueName("at"))"
             refused.expiresAt = Date().addingTimeInterval(3600)
-            try await vault.saveToken(refused, for: key, refresh: client)
+            try await vault.saveToken(refused, for: key, registration: client)
             let again = try HelperProcess(
                 "oauth-example", arguments: ["whoami"] + common, environment: setup.environment(scratch),
                 outputPath: scratch.path("whoami-401.out"))

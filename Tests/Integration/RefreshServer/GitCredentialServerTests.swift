@@ -218,7 +218,7 @@ import Glibc
         try await withWorld(helperArguments: ["--service", service]) { world, vault, oauth in
             let key = try CredentialKey(service: service)
             let login = try await oauth.login(user: user)
-            try await vault.saveToken(login, for: key, refresh: try oauth.publicClient())
+            try await vault.saveToken(login, for: key, registration: try oauth.publicClient())
 
             // The server's tokens live 10 s, inside the helper's 60 s leeway: get refreshes first.
             let clone = world.scratch.path("clone")
@@ -228,7 +228,7 @@ import Glibc
             #expect(try await oauth.stats(user: user).refreshSucceeded == 1)
             let first = try #require(try await vault.token(for: key))
             #expect(first.accessToken != login.accessToken)
-            #expect(try await vault.refreshDescription(for: key) != nil, "git's store dropped the refresh description")
+            #expect(try await vault.registration(for: key) != nil, "git's store dropped the refresh description")
 
             // Let that token expire at the server: the git server now refuses it.
             try await eventually("the access token expires at the server", bound: .seconds(60)) {
@@ -263,7 +263,7 @@ import Glibc
             let refreshesBefore = try await oauth.stats(user: user).refreshRequests
             var stale = login
             stale.expiresAt = Date().addingTimeInterval(-5)
-            try await vault.saveToken(stale, for: key, refresh: try oauth.publicClient())
+            try await vault.saveToken(stale, for: key, registration: try oauth.publicClient())
 
             // The helper's refresh is rejected: it says why (log in again) and answers the stale
             // token, which the git server refuses, so git fails with its own "Authentication
@@ -281,7 +281,7 @@ import Glibc
             #expect(try await oauth.stats(user: user).reuseDetected == 1)
             #expect(try await oauth.stats(user: user).refreshRequests == refreshesBefore + 1)
             #expect(try await vault.refreshTokenRejection(for: key) != nil)
-            #expect(try await vault.refreshDescription(for: key) != nil, "git's reject erased the entry that needs a login")
+            #expect(try await vault.registration(for: key) != nil, "git's reject erased the entry that needs a login")
 
             // Again: the same clean failure, from the stored verdict, without asking the server again.
             let again = try await world.git(["clone", "--quiet", "\(world.server.url)/repo.git", target])
@@ -294,12 +294,12 @@ import Glibc
             // which keeps the entry (it holds a refresh description) and marks the token expired.
             var believed = login
             believed.expiresAt = Date().addingTimeInterval(3600)
-            try await vault.saveToken(believed, for: key, refresh: try oauth.publicClient())
+            try await vault.saveToken(believed, for: key, registration: try oauth.publicClient())
             let second = try await world.git(["clone", "--quiet", "\(world.server.url)/repo.git", world.scratch.path("clone-2")])
             #expect(second.status != 0)
             #expect(second.stderr.contains("Authentication failed for '\(world.server.url)/repo.git/'"), "\(second)")
             #expect(try await vault.token(for: key)?.isExpired(leeway: 0) == true, "git's reject left the refused token valid")
-            #expect(try await vault.refreshDescription(for: key) != nil, "git's reject erased the entry that needs a login")
+            #expect(try await vault.registration(for: key) != nil, "git's reject erased the entry that needs a login")
             #expect(try await oauth.stats(user: user).refreshRequests == refreshesBefore + 1, "a rejected refresh token was presented again")
             for outcome in [first, again, second] {
                 expectNoSecret(outcome, [login.accessToken, login.refreshToken], "git")
@@ -319,7 +319,7 @@ import Glibc
             let login = try await oauth.login(user: user)
             var believed = login
             believed.expiresAt = Date().addingTimeInterval(3600)
-            try await vault.saveToken(believed, for: key, refresh: try oauth.publicClient())
+            try await vault.saveToken(believed, for: key, registration: try oauth.publicClient())
             // The server's access tokens live a few seconds; the vault believes this one has an hour.
             try await eventually("the access token expires at the server", bound: .seconds(60)) {
                 try await oauth.user(for: login) == nil
@@ -330,7 +330,7 @@ import Glibc
             let kept = try #require(try await vault.token(for: key), "git's erase after one 401 deleted the entry vault login made")
             #expect(kept.refreshToken == login.refreshToken)
             #expect(kept.isExpired(leeway: 0))
-            #expect(try await vault.refreshDescription(for: key) == (try oauth.publicClient()))
+            #expect(try await vault.registration(for: key) == (try oauth.publicClient()))
             #expect(try await oauth.stats(user: user).refreshRequests == 0)
 
             let again = try await world.git(["clone", "--quiet", "\(world.server.url)/repo.git", world.scratch.path("clone-2")])
@@ -537,7 +537,7 @@ import Glibc
 
             // The cron line, against the test server's protected API.
             let login = try await oauth.login(user: user)
-            try await vault.saveToken(login, for: CredentialKey(service: "api"), refresh: try oauth.publicClient())
+            try await vault.saveToken(login, for: CredentialKey(service: "api"), registration: try oauth.publicClient())
             let api = oauth.url.appendingPathComponent("api/me").absoluteString
             let example = try #require(cronLine.range(of: #"https://api\.example\.com[^ \n"']*"#, options: .regularExpression))
             let cron = try await GitCredentialServerTests.run(

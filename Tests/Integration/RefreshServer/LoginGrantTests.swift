@@ -47,7 +47,7 @@ import Glibc
 
     private func startDevice(_ server: TestOAuthServer, _ client: TokenEndpointClient) async throws -> DeviceAuthorization {
         let authorization = try await client.startDeviceAuthorization(
-            at: server.url.appendingPathComponent("device_authorization"), description: try server.publicClient())
+            at: server.url.appendingPathComponent("device_authorization"), registration: try server.publicClient())
         // Polls come as fast as the test clock lets them: only the scripted slow_down may answer.
         try await server.controlDevice(userCode: authorization.userCode, ["rate_limit": "off"])
         return authorization
@@ -68,7 +68,7 @@ import Glibc
         let client = TokenEndpointClient(clock: polling.clock)
         let authorization = try await startDevice(server, client)
         box.value = authorization
-        let token = try await client.pollDeviceAuthorization(authorization, description: try server.publicClient())
+        let token = try await client.pollDeviceAuthorization(authorization, registration: try server.publicClient())
 
         #expect(try await server.user(for: token) == user)
         // Polls 1 and 2 pending, 3 slow_down, 4 the token; the interval grows by 5 s after slow_down.
@@ -86,7 +86,7 @@ import Glibc
         let authorization = try await startDevice(server, client)
         box.value = authorization
         do {
-            _ = try await client.pollDeviceAuthorization(authorization, description: try server.publicClient())
+            _ = try await client.pollDeviceAuthorization(authorization, registration: try server.publicClient())
             Issue.record("an expired device code gave a token")
         } catch let error as VaultError {
             #expect(error.code == .expired, "\(error)")
@@ -105,7 +105,7 @@ import Glibc
         let authorization = try await startDevice(server, client)
         box.value = authorization
         do {
-            _ = try await client.pollDeviceAuthorization(authorization, description: try server.publicClient())
+            _ = try await client.pollDeviceAuthorization(authorization, registration: try server.publicClient())
             Issue.record("a denied device code gave a token")
         } catch let error as VaultError {
             #expect(error.oauthError?.error == "access_denied", "\(error)")
@@ -117,7 +117,7 @@ import Glibc
         let server = try TestOAuthServer.require()
         let user = uniqueName("browser")
         let login = try AuthorizationCodeLogin(
-            authorizationEndpoint: server.url.appendingPathComponent("authorize"), description: try server.publicClient(scope: "profile"),
+            authorizationEndpoint: server.url.appendingPathComponent("authorize"), registration: try server.publicClient(scope: "profile"),
             timeout: .seconds(30))
         let seen = AuthorizationBox.URLBox()
         let token = try await login.run { url in
@@ -145,7 +145,7 @@ import Glibc
         let server = try TestOAuthServer.require()
         let user = uniqueName("browser-waits")
         let login = try AuthorizationCodeLogin(
-            authorizationEndpoint: server.url.appendingPathComponent("authorize"), description: try server.publicClient(),
+            authorizationEndpoint: server.url.appendingPathComponent("authorize"), registration: try server.publicClient(),
             timeout: .seconds(30))
         let forgedStatus = AuthorizationBox.URLBox()
         let token = try await login.run { url in
@@ -199,7 +199,7 @@ import Glibc
     @Test func codeGrantDeniedByTheUser() async throws {
         let server = try TestOAuthServer.require()
         let login = try AuthorizationCodeLogin(
-            authorizationEndpoint: server.url.appendingPathComponent("authorize"), description: try server.publicClient(),
+            authorizationEndpoint: server.url.appendingPathComponent("authorize"), registration: try server.publicClient(),
             timeout: .seconds(30))
         do {
             _ = try await login.run { url in Task { try await server.browse(url, as: "someone", deny: true) } }
@@ -212,7 +212,7 @@ import Glibc
     @Test func codeGrantTimesOutWithoutARedirect() async throws {
         let server = try TestOAuthServer.require()
         let login = try AuthorizationCodeLogin(
-            authorizationEndpoint: server.url.appendingPathComponent("authorize"), description: try server.publicClient(),
+            authorizationEndpoint: server.url.appendingPathComponent("authorize"), registration: try server.publicClient(),
             timeout: .milliseconds(300))
         do {
             _ = try await login.run { _ in }

@@ -76,10 +76,10 @@ import Glibc
             components.host = host
             let endpoint = try #require(components.url)
             let login = try await server.login(user: user, confidential: true)
-            let description = try RefreshDescription(
+            let description = try ClientRegistration(
                 tokenEndpoint: endpoint, clientID: TestOAuthServer.confidentialClientID,
                 clientAuthentication: .clientSecretBasic(TestOAuthServer.confidentialSecret))
-            try await vault.saveToken(login, for: key, refresh: description)
+            try await vault.saveToken(login, for: key, registration: description)
 
             var environment = scratch.environment(.encryptedFile)
             for name in ["no_proxy", "NO_PROXY"] { environment.removeValue(forKey: name) }

@@ -29,8 +29,8 @@ import Testing
     ) async throws -> String? {
         // README:body-begin
         // Once, after the login: how this entry is refreshed. Any process can then refresh it.
-        let client = try RefreshDescription(tokenEndpoint: tokenEndpoint, clientID: "tokenvault-example")
-        try await vault.saveToken(token, for: key, refresh: client)
+        let client = try ClientRegistration(tokenEndpoint: tokenEndpoint, clientID: "tokenvault-example")
+        try await vault.saveToken(token, for: key, registration: client)
 
         // Every time: a token valid for 60 s at least, one refresh per expiry across all processes.
         do {

@@ -17,13 +17,13 @@ import FoundationNetworking
 
     /// A fresh login of a new user stored in a memory vault with `description`.
     private func seeded(
-        _ server: TestOAuthServer, _ prefix: String, description: RefreshDescription? = nil, confidential: Bool = false
+        _ server: TestOAuthServer, _ prefix: String, description: ClientRegistration? = nil, confidential: Bool = false
     ) async throws -> (Vault, CredentialKey, OAuthToken, String) {
         let user = uniqueName(prefix)
         let vault = Vault(store: MemoryStore())
         let key = try CredentialKey(service: "grant", account: user)
         let token = try await server.login(user: user, confidential: confidential)
-        try await vault.saveToken(token, for: key, refresh: try description ?? server.publicClient())
+        try await vault.saveToken(token, for: key, registration: try description ?? server.publicClient())
         return (vault, key, token, user)
     }
 
@@ -112,7 +112,7 @@ import FoundationNetworking
         #expect(stats.refreshRequests == 2, "one by the other client, one by the vault; never again")
         #expect(stats.refreshRejected == 1)
         // A new login clears the verdict.
-        try await vault.saveToken(try await server.login(user: user), for: key, refresh: try server.publicClient())
+        try await vault.saveToken(try await server.login(user: user), for: key, registration: try server.publicClient())
         #expect(try await vault.refreshTokenRejection(for: key) == nil)
         _ = try await vault.refreshToken(for: key)
     }
@@ -202,10 +202,10 @@ import FoundationNetworking
     }
 
     @Test func anUnreachableEndpointIsANetworkFailureWithTheReason() async throws {
-        let description = try RefreshDescription(tokenEndpoint: try #require(URL(string: "http://127.0.0.1:1/token")), clientID: "c")
+        let description = try ClientRegistration(tokenEndpoint: try #require(URL(string: "http://127.0.0.1:1/token")), clientID: "c")
         let vault = Vault(store: MemoryStore())
         let key = try CredentialKey(service: "grant", account: "unreachable")
-        try await vault.saveToken(OAuthToken(accessToken: "at", refreshToken: "rt"), for: key, refresh: description)
+        try await vault.saveToken(OAuthToken(accessToken: "at", refreshToken: "rt"), for: key, registration: description)
         let (code, message) = await code {
             _ = try await vault.refreshToken(for: key, client: TokenEndpointClient(initialBackoff: .milliseconds(10)))
         }
@@ -245,23 +245,23 @@ extension RefreshGrantTests {
         var messages: [String] = []
 
         let first = try await server.login(user: user, confidential: true)
-        try await vault.saveToken(first, for: key, refresh: try server.confidentialClient())
+        try await vault.saveToken(first, for: key, registration: try server.confidentialClient())
         let refreshed = try await vault.refreshToken(for: key)
         secrets += [first.accessToken, try #require(first.refreshToken), refreshed.accessToken, try #require(refreshed.refreshToken)]
 
         // invalid_client with a wrong secret, then invalid_grant with a spent refresh token.
-        try await vault.saveToken(refreshed, for: key, refresh: try server.confidentialClient(secret: wrong))
+        try await vault.saveToken(refreshed, for: key, registration: try server.confidentialClient(secret: wrong))
         let (refused, message) = await code { _ = try await vault.refreshToken(for: key) }
         #expect(refused == .configurationError)
         messages.append(message)
-        try await vault.saveToken(refreshed, for: key, refresh: try server.confidentialClient())
+        try await vault.saveToken(refreshed, for: key, registration: try server.confidentialClient())
         _ = try await server.refreshBehindTheVault(refreshed, confidential: true)
         let (rejected, rejectedMessage) = await code { _ = try await vault.refreshToken(for: key) }
         #expect(rejected == .reauthenticationRequired)
         messages.append(rejectedMessage)
 
         #expect(!capture.lines.isEmpty, "the vault logged its refreshes")
-        for text in capture.lines + messages + [String(describing: try await vault.refreshDescription(for: key))] {
+        for text in capture.lines + messages + [String(describing: try await vault.registration(for: key))] {
             for secret in secrets {
                 #expect(!text.contains(secret), "a secret shows in: \(text)")
             }

@@ -15,7 +15,7 @@ import Testing
 @Suite struct RefreshingArticleTests {
     /// A client of the reader's own, as the closure form's snippet names it.
     struct MyOAuthClient {
-        var description: RefreshDescription
+        var description: ClientRegistration
         func refresh(_ stale: OAuthToken) async throws -> OAuthToken {
             try await TokenEndpointClient().refresh(stale, using: description)
         }
@@ -36,13 +36,13 @@ import Testing
     static func describe(_ vault: Vault, _ token: OAuthToken, key: CredentialKey, secret: String, request: inout URLRequest) async throws {
         // DocC:describe-begin
         // Once, after the login: how this entry is refreshed. Stored with the token.
-        let client = try RefreshDescription(
+        let client = try ClientRegistration(
             tokenEndpoint: URL(string: "https://auth.example.com/oauth/token")!,
             clientID: "my-cli",
             clientAuthentication: .clientSecretBasic(secret),   // or .clientSecretPost(secret), or .none
             scope: "read write",
             additionalParameters: ["resource": "https://api.example.com/"])
-        try await vault.saveToken(token, for: key, refresh: client)
+        try await vault.saveToken(token, for: key, registration: client)
 
         // Every time, in any process: a token valid for `leeway` seconds at least.
         let fresh = try await vault.freshToken(for: key)
@@ -103,7 +103,7 @@ import Testing
         var token = try await server.login(user: user)
         token.expiresAt = Date().addingTimeInterval(-5)
         let description = try server.publicClient()
-        try await vault.saveToken(token, for: key, refresh: description)
+        try await vault.saveToken(token, for: key, registration: description)
 
         let closure = try await Self.closureForm(vault, key: key, client: MyOAuthClient(description: description))
         #expect(closure.accessToken != token.accessToken)
@@ -124,7 +124,7 @@ import Testing
         var token = try await server.login(user: user)
         token.accessToken = "refused-\(uniqueName("at"))"  // unknown to the server: it answers 401
         token.expiresAt = Date().addingTimeInterval(3600)  // but it looks valid here
-        try await vault.saveToken(token, for: key, refresh: try server.publicClient())
+        try await vault.saveToken(token, for: key, registration: try server.publicClient())
         let api = ResourceServer(me: server.url.appendingPathComponent("api/me"))
 
         let replaced = try await Self.afterA401(vault, key: key, api: api)

@@ -37,12 +37,17 @@ struct TestOAuthServer: Sendable {
         var deviceAuthorizations: Int
         var faultsServed: Int
         var codesIssued: Int
+        /// Revocations the revocation endpoint took, and revocation requests it got (RFC 7009).
+        var revocations: Int
+        var revocationRequests: Int
         /// When each refresh request arrived, server time, in order.
         var refreshTimes: [Double]
 
         enum CodingKeys: String, CodingKey {
             case faultsServed = "faults_served"
             case codesIssued = "codes_issued"
+            case revocations
+            case revocationRequests = "revocation_requests"
             case refreshTimes = "refresh_times"
             case refreshRequests = "refresh_requests"
             case refreshSucceeded = "refresh_succeeded"
@@ -63,13 +68,13 @@ struct TestOAuthServer: Sendable {
     }
 
     /// The refresh description of the public client.
-    func publicClient(scope: String? = nil) throws -> RefreshDescription {
-        try RefreshDescription(tokenEndpoint: url.appendingPathComponent("token"), clientID: Self.clientID, scope: scope)
+    func publicClient(scope: String? = nil) throws -> ClientRegistration {
+        try ClientRegistration(tokenEndpoint: url.appendingPathComponent("token"), clientID: Self.clientID, scope: scope)
     }
 
     /// The refresh description of the confidential client, with `secret` (the right one by default).
-    func confidentialClient(post: Bool = false, secret: String = TestOAuthServer.confidentialSecret) throws -> RefreshDescription {
-        try RefreshDescription(
+    func confidentialClient(post: Bool = false, secret: String = TestOAuthServer.confidentialSecret) throws -> ClientRegistration {
+        try ClientRegistration(
             tokenEndpoint: url.appendingPathComponent("token"), clientID: Self.confidentialClientID,
             clientAuthentication: post ? .clientSecretPost(secret) : .clientSecretBasic(secret))
     }
@@ -81,6 +86,29 @@ struct TestOAuthServer: Sendable {
         if let hangSeconds { form["hang_seconds"] = String(hangSeconds) }
         let (_, status) = try await post("faults", form)
         try #require(status == 200)
+    }
+
+    /// How many times the discovery document at `path` was fetched (server.py, /discovery/stats).
+    func discoveryRequests(path: String) async throws -> Int {
+        var components = try #require(URLComponents(url: url.appendingPathComponent("discovery/stats"), resolvingAgainstBaseURL: false))
+        components.queryItems = [URLQueryItem(name: "path", value: path)]
+        let (data, status) = try await send(URLRequest(url: try #require(components.url)))
+        try #require(status == 200)
+        return try #require((try JSONSerialization.jsonObject(with: data) as? [String: Any])?["requests"] as? Int)
+    }
+
+    /// A tenant issuer of the server's own (server.py: /tenants/NAME), unique to the test.
+    func tenantIssuer(_ prefix: String) -> URL {
+        url.appendingPathComponent("tenants").appendingPathComponent(uniqueName(prefix))
+    }
+
+    /// The HTTP status and OAuth error of a refresh with `refreshToken`, sent behind the vault's back.
+    func tryRefresh(_ refreshToken: String) async throws -> (status: Int, error: String?) {
+        let (data, status) = try await post("token", [
+            "grant_type": "refresh_token", "refresh_token": refreshToken, "client_id": Self.clientID,
+        ])
+        let error = (try? JSONSerialization.jsonObject(with: data) as? [String: Any])?["error"] as? String
+        return (status, error)
     }
 
     /// Controls a pending device code (server.py, /device/control).

@@ -33,7 +33,7 @@ import FoundationNetworking
         let user = uniqueName("hostile-error")
         let key = try CredentialKey(service: uniqueName("tv-escape"), account: "acct")
         try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
-            try await vault.saveToken(try await server.login(user: user), for: key, refresh: try server.publicClient())
+            try await vault.saveToken(try await server.login(user: user), for: key, registration: try server.publicClient())
             try await server.fault(user: user, "hostile_error")
             let child = try runVault(scratch, ["refresh", key.service, key.account], label: "refresh")
             try child.start()

@@ -272,18 +272,18 @@ import Testing
     @Test func storeNeverReplacesAnEntryTheVaultRefreshes() async throws {
         let vault = Vault(store: MemoryStore())
         let key = try CredentialKey(service: "github")
-        let description = try RefreshDescription(
+        let description = try ClientRegistration(
             tokenEndpoint: try #require(URL(string: "https://auth.example.com/token")), clientID: "cli")
         let token = OAuthToken(accessToken: "fresh", refreshToken: "rt", expiresAt: Date().addingTimeInterval(3600))
-        try await vault.saveToken(token, for: key, refresh: description)
+        try await vault.saveToken(token, for: key, registration: description)
         let helper = GitCredentialHelper(service: "github", account: "default")
         // A stale copy of an older token, as git stores after using it.
         #expect(try await helper.store(try request("password=older\n"), in: vault) == .keptManagedEntry)
         #expect(try await vault.token(for: key) == token)
-        #expect(try await vault.refreshDescription(for: key) == description)
+        #expect(try await vault.registration(for: key) == description)
         // Its own token with an expiry: merged, the description kept.
         #expect(try await helper.store(try request("password=fresh\npassword_expiry_utc=1900000000\n"), in: vault) == .updated)
-        #expect(try await vault.refreshDescription(for: key) == description)
+        #expect(try await vault.registration(for: key) == description)
         #expect(try await vault.token(for: key)?.expiresAt == Date(timeIntervalSince1970: 1_900_000_000))
     }
 
@@ -308,19 +308,19 @@ import Testing
         let vault = Vault(store: MemoryStore())
         let helper = GitCredentialHelper()
         let key = try CredentialKey(service: "git.example.com", account: "alice")
-        let description = try RefreshDescription(
+        let description = try ClientRegistration(
             tokenEndpoint: try #require(URL(string: "https://auth.example.com/token")), clientID: "c",
             clientAuthentication: .clientSecretBasic("tv-client-secret"))
         let token = OAuthToken(accessToken: "refused", refreshToken: "rt-kept", expiresAt: Date().addingTimeInterval(3600))
-        try await vault.saveToken(token, for: key, refresh: description)
+        try await vault.saveToken(token, for: key, registration: description)
         #expect(try await helper.erase(try request("password=other\n"), from: vault) == false)
         #expect(try await vault.token(for: key)?.isExpired() == false)
         #expect(try await helper.erase(try request("password=refused\n"), from: vault) == true)
         let kept = try #require(try await vault.token(for: key), "erase removed the entry vault login made")
         #expect(kept.refreshToken == "rt-kept")
         #expect(kept.isExpired(leeway: 0), "the refused access token is still taken as valid")
-        #expect(try await vault.refreshDescription(for: key) == description)
-        #expect(try await vault.refreshDescription(for: key)?.clientAuthentication.secret == "tv-client-secret")
+        #expect(try await vault.registration(for: key) == description)
+        #expect(try await vault.registration(for: key)?.clientAuthentication.secret == "tv-client-secret")
         // A second erase of the same token changes nothing more.
         #expect(try await helper.erase(try request("password=refused\n"), from: vault) == false)
         #expect(try await vault.token(for: key)?.refreshToken == "rt-kept")

@@ -79,8 +79,8 @@ import Glibc
         }
     }
 
-    private func description(_ server: SilentServer) throws -> RefreshDescription {
-        try RefreshDescription(tokenEndpoint: server.url, clientID: "cancel-client")
+    private func description(_ server: SilentServer) throws -> ClientRegistration {
+        try ClientRegistration(tokenEndpoint: server.url, clientID: "cancel-client")
     }
 
     @Test func cancellingTheCallerAbortsTheTransferPromptly() async throws {

@@ -7,8 +7,8 @@ import Testing
 @Suite struct RefreshDescriptionTests {
     static let secret = "tv-client-secret-DO-NOT-SHOW-7f3a9c"
 
-    static func description(_ url: String = "https://auth.example.com/oauth/token") throws -> RefreshDescription {
-        try RefreshDescription(
+    static func description(_ url: String = "https://auth.example.com/oauth/token") throws -> ClientRegistration {
+        try ClientRegistration(
             tokenEndpoint: try #require(URL(string: url)), clientID: "cli-app",
             clientAuthentication: .clientSecretBasic(secret), scope: "read write",
             additionalParameters: ["resource": "https://api.example.com/"])
@@ -20,7 +20,7 @@ import Testing
         let vault = Vault(store: MemoryStore())
         let key = try CredentialKey(service: "fixture", account: "a")
         try await vault.store.save(data, for: key, contentType: .json)
-        #expect(try await vault.refreshDescription(for: key) == nil)
+        #expect(try await vault.registration(for: key) == nil)
         #expect(try await vault.token(for: key)?.accessToken == "tv-fixture-access-token-0123456789abcdef")
         // It expired in 2025: without a description there is nothing to refresh with.
         await #expect(throws: VaultError.self) { _ = try await vault.freshToken(for: key) }
@@ -37,9 +37,9 @@ import Testing
         let key = try CredentialKey(service: "svc", account: "a")
         let token = OAuthToken(accessToken: "at-1", refreshToken: "rt-1", issuedAt: Date(timeIntervalSince1970: 1_800_000_000))
         let description = try Self.description()
-        try await vault.saveToken(token, for: key, refresh: description)
+        try await vault.saveToken(token, for: key, registration: description)
 
-        #expect(try await vault.refreshDescription(for: key) == description)
+        #expect(try await vault.registration(for: key) == description)
         #expect(try await vault.token(for: key) == token)
         let stored = try #require(try await vault.store.load(key))
         // A release that knows nothing of descriptions reads the same token from these bytes.
@@ -48,9 +48,12 @@ import Testing
         #expect(text.contains("\"refresh\":{"))
         #expect(text.contains("\"auth\":\"client_secret_basic\""))
 
-        // Saving without a description drops it.
+        // Saving without naming a registration keeps it; naming none drops it, and the entry is
+        // then byte for byte what a release without registrations writes.
         try await vault.saveToken(token, for: key)
-        #expect(try await vault.refreshDescription(for: key) == nil)
+        #expect(try await vault.registration(for: key) == description)
+        try await vault.saveToken(token, for: key, registration: nil)
+        #expect(try await vault.registration(for: key) == nil)
         #expect(try await vault.store.load(key) == (try token.storedForm()))
     }
 

@@ -5,10 +5,10 @@ import Testing
 /// What the vault tells about an entry's refresh without a request (`vault list`/`vault status`
 /// build on it), and the injected clock of the closure form.
 @Suite struct RefreshStateTests {
-    let client: RefreshDescription
+    let client: ClientRegistration
 
     init() throws {
-        client = try RefreshDescription(
+        client = try ClientRegistration(
             tokenEndpoint: try #require(URL(string: "https://auth.example.com/token")), clientID: "cli",
             clientAuthentication: .clientSecretPost("tv-client-secret-5c1e"))
     }
@@ -18,11 +18,11 @@ import Testing
         let later = Date().addingTimeInterval(3_600)
         func key(_ name: String) throws -> CredentialKey { try CredentialKey(service: "state", account: name) }
 
-        try await vault.saveToken(OAuthToken(accessToken: "at-self", refreshToken: "rt-self", expiresAt: later), for: key("self"), refresh: client)
-        try await vault.saveToken(OAuthToken(accessToken: "at-norefresh", expiresAt: later), for: key("no-rt"), refresh: client)
+        try await vault.saveToken(OAuthToken(accessToken: "at-self", refreshToken: "rt-self", expiresAt: later), for: key("self"), registration: client)
+        try await vault.saveToken(OAuthToken(accessToken: "at-norefresh", expiresAt: later), for: key("no-rt"), registration: client)
         try await vault.saveToken(
             OAuthToken(accessToken: "at-rtexpired", refreshToken: "rt-old", expiresAt: later, refreshTokenExpiresAt: Date().addingTimeInterval(-60)),
-            for: key("rt-expired"), refresh: client)
+            for: key("rt-expired"), registration: client)
         try await vault.saveToken(OAuthToken(accessToken: "at-manual", refreshToken: "rt-manual", expiresAt: later), for: key("manual"))
         try await vault.saveToken(OAuthToken(accessToken: "at-none", expiresAt: later), for: key("none"))
         try await vault.saveSecret(Data("opaque".utf8), for: key("secret"))
@@ -47,7 +47,7 @@ import Testing
         let vault = Vault(store: MemoryStore())
         let key = try CredentialKey(service: "state", account: "rejected")
         let token = OAuthToken(accessToken: "at-1", refreshToken: "rt-1", expiresAt: Date().addingTimeInterval(-10))
-        try await vault.saveToken(token, for: key, refresh: client)
+        try await vault.saveToken(token, for: key, registration: client)
         // The closure form stores the verdict the same way the description form does.
         await #expect(throws: VaultError.self) {
             try await vault.freshToken(for: key) { _ in throw OAuthErrorResponse(error: "invalid_grant") }
@@ -55,12 +55,12 @@ import Testing
         let entry = try #require(try await vault.tokenEntry(for: key))
         #expect(entry.refreshability() == .rejected)
         #expect(entry.rejection?.error == "invalid_grant")
-        #expect(entry.refreshDescription == client)
+        #expect(entry.registration == client)
         #expect(entry.token.accessToken == "at-1", "the token itself is untouched")
         #expect(!"\(entry)".contains("tv-client-secret-5c1e") && !"\(entry)".contains("rt-1"))
 
         // A new login clears it.
-        try await vault.saveToken(OAuthToken(accessToken: "at-2", refreshToken: "rt-2"), for: key, refresh: client)
+        try await vault.saveToken(OAuthToken(accessToken: "at-2", refreshToken: "rt-2"), for: key, registration: client)
         #expect(try await vault.tokenEntry(for: key)?.refreshability() == .refreshesItself)
     }
 

@@ -113,9 +113,9 @@ func fingerprint(_ text: String) -> String {
 /// The token endpoint as a client of the library reaches it: TokenEndpointClient (libcurl, opened
 /// on the first request), not URLSession, whose FoundationNetworking needs libcurl's development
 /// files to link statically.
-func endpoint(_ server: String) -> RefreshDescription {
+func endpoint(_ server: String) -> ClientRegistration {
     guard let url = URL(string: server)?.appendingPathComponent("token"),
-        let description = try? RefreshDescription(tokenEndpoint: url, clientID: "tokenvault-example")
+        let description = try? ClientRegistration(tokenEndpoint: url, clientID: "tokenvault-example")
     else { fail("bad OAuth server URL") }
     return description
 }
@@ -127,7 +127,7 @@ func refresh(_ stale: OAuthToken, server: String) async throws -> OAuthToken {
 
 func login(_ user: String, server: String) async throws -> OAuthToken {
     try await TokenEndpointClient(requestTimeout: .seconds(30), maximumAttempts: 1).requestToken(
-        [("grant_type", "password"), ("username", user), ("password", "test-password")], description: endpoint(server))
+        [("grant_type", "password"), ("username", user), ("password", "test-password")], registration: endpoint(server))
 }
 
 func writeLine(_ handle: FileHandle, _ line: String) {

@@ -1,8 +1,11 @@
 public import Foundation
 
-/// How an entry's token is refreshed: the token endpoint, the client and how it authenticates,
-/// and what to ask for. Stored with the token (see <doc:StoredTokenFormat>), so that any process,
-/// and `vault get --fresh`, can refresh the entry without knowing the client.
+/// The OAuth client as its authorization server knows it: the token endpoint, the client id and
+/// how it authenticates, and what to ask for. Stored with the token (see <doc:StoredTokenFormat>),
+/// so that any process, and `vault get --fresh`, can refresh the entry without knowing the client.
+///
+/// Earlier releases called this type `RefreshDescription`; that name stays, deprecated, for one
+/// release.
 ///
 /// The client secret, if any, is sealed in the same entry as the token (encrypted in the file
 /// backend, a secret item in the Secret Service). It never appears in `description`, in logs or
@@ -10,7 +13,7 @@ public import Foundation
 ///
 /// Token endpoints must be `https`; `http` is accepted only on loopback (`127.0.0.0/8`, `::1`,
 /// `localhost`), where nothing leaves the machine.
-public struct RefreshDescription: Sendable, Equatable, Codable, CustomStringConvertible, CustomDebugStringConvertible,
+public struct ClientRegistration: Sendable, Equatable, Codable, CustomStringConvertible, CustomDebugStringConvertible,
     CustomReflectable
 {
     /// The token endpoint (RFC 6749 §3.2).
@@ -24,17 +27,38 @@ public struct RefreshDescription: Sendable, Equatable, Codable, CustomStringConv
     /// Other parameters sent with every token request, such as `resource` (RFC 8707) or
     /// `audience`. The grant's own parameters cannot be overridden this way.
     public let additionalParameters: [String: String]
+    /// The revocation endpoint (RFC 7009) that ``Vault/logout(_:forgetAnyway:timeout:client:)``
+    /// and `vault logout` revoke the entry's tokens at, or `nil` when none is known.
+    public let revocationEndpoint: URL?
+    /// The authorization server's metadata, when the registration was made from it by discovery
+    /// (``init(metadata:clientID:clientAuthentication:scope:additionalParameters:)``); kept with
+    /// the entry, so that discovery is not repeated for a refresh.
+    public let metadata: AuthorizationServerMetadata?
+
+    /// The issuer the registration was discovered from, if it was.
+    public var issuer: URL? { metadata?.issuer }
 
     /// - Throws: ``VaultError`` with code `configurationError` for an endpoint that is not
-    ///   `https` (loopback aside), an empty client id, or a reserved parameter name.
+    ///   `https` (loopback aside), an empty client id, a reserved parameter name, or a client
+    ///   authentication method that `metadata` says the server does not take.
     public init(
         tokenEndpoint: URL,
         clientID: String,
         clientAuthentication: ClientAuthentication = .none,
         scope: String? = nil,
-        additionalParameters: [String: String] = [:]
+        additionalParameters: [String: String] = [:],
+        revocationEndpoint: URL? = nil,
+        metadata: AuthorizationServerMetadata? = nil
     ) throws {
         try Self.checkEndpoint(tokenEndpoint, role: "token endpoint")
+        if let revocationEndpoint { try Self.checkEndpoint(revocationEndpoint, role: "revocation endpoint") }
+        if let supported = metadata?.tokenEndpointAuthMethodsSupported, !supported.isEmpty,
+            !supported.contains(clientAuthentication.method)
+        {
+            throw VaultError(
+                .configurationError,
+                "The server's metadata lists the client authentication methods \(supported.prefix(8).joined(separator: ", ")); \(clientAuthentication.method) is not among them.")
+        }
         guard !clientID.isEmpty, !clientID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         else {
             throw VaultError(.configurationError, "The client id must be non-empty printable text.")
@@ -52,6 +76,24 @@ public struct RefreshDescription: Sendable, Equatable, Codable, CustomStringConv
         self.clientAuthentication = clientAuthentication
         self.scope = scope.flatMap { $0.isEmpty ? nil : $0 }
         self.additionalParameters = additionalParameters
+        self.revocationEndpoint = revocationEndpoint
+        self.metadata = metadata
+    }
+
+    /// A registration at the authorization server that `metadata` describes (from
+    /// ``TokenEndpointClient/discover(issuer:)``): its token endpoint and revocation endpoint,
+    /// with the metadata kept for the authorization and device endpoints.
+    /// - Throws: as ``init(tokenEndpoint:clientID:clientAuthentication:scope:additionalParameters:revocationEndpoint:metadata:)``.
+    public init(
+        metadata: AuthorizationServerMetadata,
+        clientID: String,
+        clientAuthentication: ClientAuthentication = .none,
+        scope: String? = nil,
+        additionalParameters: [String: String] = [:]
+    ) throws {
+        try self.init(
+            tokenEndpoint: metadata.tokenEndpoint, clientID: clientID, clientAuthentication: clientAuthentication, scope: scope,
+            additionalParameters: additionalParameters, revocationEndpoint: metadata.revocationEndpoint, metadata: metadata)
     }
 
     /// Refuses any endpoint that is not `https`, except `http` on a loopback host.
@@ -94,7 +136,9 @@ public struct RefreshDescription: Sendable, Equatable, Codable, CustomStringConv
         var parts = ["token endpoint: \(Self.safe(tokenEndpoint))", "client: \(clientID)", "authentication: \(clientAuthentication)"]
         if let scope { parts.append("scope: \(scope)") }
         if !additionalParameters.isEmpty { parts.append("parameters: \(additionalParameters.keys.sorted().joined(separator: ", "))") }
-        return "RefreshDescription(\(parts.joined(separator: ", ")))"
+        if let revocationEndpoint { parts.append("revocation endpoint: \(Self.safe(revocationEndpoint))") }
+        if let issuer { parts.append("issuer: \(Self.safe(issuer))") }
+        return "ClientRegistration(\(parts.joined(separator: ", ")))"
     }
 
     public var debugDescription: String { description }
@@ -107,6 +151,7 @@ public struct RefreshDescription: Sendable, Equatable, Codable, CustomStringConv
                 "tokenEndpoint": Self.safe(tokenEndpoint), "clientID": clientID,
                 "clientAuthentication": clientAuthentication.description, "scope": scope ?? "nil",
                 "additionalParameters": additionalParameters.keys.sorted(),
+                "revocationEndpoint": revocationEndpoint.map(Self.safe) ?? "nil", "issuer": issuer.map(Self.safe) ?? "nil",
             ],
             displayStyle: .struct)
     }
@@ -118,6 +163,8 @@ public struct RefreshDescription: Sendable, Equatable, Codable, CustomStringConv
         case clientSecret = "client_secret"
         case scope
         case additionalParameters = "params"
+        case revocationEndpoint = "revocation_url"
+        case metadata
     }
 
     public init(from decoder: any Decoder) throws {
@@ -130,17 +177,26 @@ public struct RefreshDescription: Sendable, Equatable, Codable, CustomStringConv
         case ("client_secret_basic", let secret?): authentication = .clientSecretBasic(secret)
         case ("client_secret_post", let secret?): authentication = .clientSecretPost(secret)
         default:
-            throw VaultError(.unsupportedVersion, "The stored refresh description names a client authentication this release does not know.")
+            throw VaultError(.unsupportedVersion, "The stored client registration names a client authentication this release does not know.")
         }
         guard let url = URL(string: try container.decode(String.self, forKey: .tokenEndpoint)) else {
-            throw VaultError(.integrityFailure, "The stored refresh description's token endpoint is not a URL.")
+            throw VaultError(.integrityFailure, "The stored client registration's token endpoint is not a URL.")
+        }
+        var revocation: URL?
+        if let text = try container.decodeIfPresent(String.self, forKey: .revocationEndpoint) {
+            guard let parsed = URL(string: text) else {
+                throw VaultError(.integrityFailure, "The stored client registration's revocation endpoint is not a URL.")
+            }
+            revocation = parsed
         }
         try self.init(
             tokenEndpoint: url,
             clientID: try container.decode(String.self, forKey: .clientID),
             clientAuthentication: authentication,
             scope: try container.decodeIfPresent(String.self, forKey: .scope),
-            additionalParameters: try container.decodeIfPresent([String: String].self, forKey: .additionalParameters) ?? [:])
+            additionalParameters: try container.decodeIfPresent([String: String].self, forKey: .additionalParameters) ?? [:],
+            revocationEndpoint: revocation,
+            metadata: try container.decodeIfPresent(AuthorizationServerMetadata.self, forKey: .metadata))
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -153,6 +209,8 @@ public struct RefreshDescription: Sendable, Equatable, Codable, CustomStringConv
         if !additionalParameters.isEmpty {
             try container.encode(additionalParameters, forKey: .additionalParameters)
         }
+        try container.encodeIfPresent(revocationEndpoint?.absoluteString, forKey: .revocationEndpoint)
+        try container.encodeIfPresent(metadata, forKey: .metadata)
     }
 }
 
@@ -191,3 +249,7 @@ public struct ClientAuthentication: Sendable, Equatable, CustomStringConvertible
     public var debugDescription: String { description }
     public var customMirror: Mirror { Mirror(self, children: ["method": method], displayStyle: .struct) }
 }
+
+/// The earlier name of ``ClientRegistration``.
+@available(*, deprecated, renamed: "ClientRegistration", message: "RefreshDescription is the OAuth client's registration; use ClientRegistration.")
+public typealias RefreshDescription = ClientRegistration
