@@ -175,7 +175,7 @@ import Glibc
         let server = try TestOAuthServer.require()
         let user = uniqueName("browser-own")
         let login = try AuthorizationCodeLogin(
-            authorizationEndpoint: server.url.appendingPathComponent("authorize"), description: try server.publicClient(),
+            authorizationEndpoint: server.url.appendingPathComponent("authorize"), registration: try server.publicClient(),
             timeout: .seconds(60))
         let token = try await login.run { url in
             let query = Dictionary(
