@@ -1,5 +1,5 @@
-// README:imports-begin
 #if Integration  // built with the package trait Integration (Scripts/test)
+// README:imports-begin
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking  // URLRequest and URLSession on Linux

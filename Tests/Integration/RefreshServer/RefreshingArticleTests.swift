@@ -1,5 +1,5 @@
-// DocC:imports-begin
 #if Integration  // built with the package trait Integration (Scripts/test)
+// DocC:imports-begin
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking  // URLRequest and URLSession on Linux
