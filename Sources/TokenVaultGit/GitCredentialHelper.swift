@@ -216,7 +216,8 @@ public struct GitCredentialHelper: Sendable {
             else {
                 return false
             }
-            return try await vault.deleteToken(for: key)
+            // The store's own delete: deleteToken would wait for the lock this erase holds.
+            return try await vault.store.delete(key)
         }
     }
 
