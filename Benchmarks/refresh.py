@@ -3,7 +3,9 @@
 Goals, from the issue:
   - `vault get --fresh` on a token that is still fresh costs at most 1.1x plain `vault get`
     (no network, no lock);
-  - a refresh adds at most one round trip to the token endpoint plus one durable write.
+  - a refresh adds at most one round trip to the token endpoint plus one durable write
+    (issue 33 adds one more: the journal, "this refresh token is being presented", is made
+    durable before the request leaves, so a refresh now costs two durable writes at most).
 
 How they are measured, with the real `vault` binary against the test OAuth server
 (Tests/oauth-server, authlib), which this script starts on 127.0.0.1 and stops:
@@ -271,8 +273,8 @@ def render(results):
         goals.append(["%s: a refresh adds one round trip to the token endpoint" % backend,
                       "%d request(s), %d connect(s)" % (trips, connects), "MET" if trips <= 1 and connects <= 1 else "MISSED",
                       "worst of %d refreshing `get --fresh`: the server's count and strace's connects" % len(rounds)])
-        goals.append(["%s: … and one durable write" % backend,
-                      "%d sync call(s) vs %d for `vault set`" % (syncs, set_syncs), "MET" if syncs <= set_syncs else "MISSED",
+        goals.append(["%s: … and two durable writes (the journal, then the answer)" % backend,
+                      "%d sync call(s) vs %d for `vault set`" % (syncs, set_syncs), "MET" if syncs <= 2 * set_syncs else "MISSED",
                       "fsync+fdatasync under strace -f; `vault set` overwriting the same entry is one durable write; "
                       "%.0f ms per refreshing run under strace" % median([r["ms_under_strace"] for r in rounds])])
     if not results["refresh"]:

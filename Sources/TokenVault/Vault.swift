@@ -154,8 +154,12 @@ public struct Vault: Sendable {
 
     /// Removes the token under `key`. Returns whether there was one.
     @discardableResult
+    ///
+    /// A refresh of the same entry that is in flight finishes first (the delete takes the entry's
+    /// refresh lock, waiting up to 30 s), so the refresh cannot write the entry back afterwards.
     public func deleteToken(for key: CredentialKey) async throws -> Bool {
-        try await store.delete(key)
+        let store = self.store
+        return try await withEntryLock(key, timeout: .seconds(30)) { try await store.delete(key) }
     }
 
     /// The keys that hold entries, sorted, optionally only those of one service.
@@ -177,7 +181,11 @@ public struct Vault: Sendable {
 
     /// Removes the entry under `key`. Returns whether there was one.
     @discardableResult
+    ///
+    /// A refresh of the same entry that is in flight finishes first (the delete takes the entry's
+    /// refresh lock, waiting up to 30 s), so the refresh cannot write the entry back afterwards.
     public func deleteSecret(for key: CredentialKey) async throws -> Bool {
-        try await store.delete(key)
+        let store = self.store
+        return try await withEntryLock(key, timeout: .seconds(30)) { try await store.delete(key) }
     }
 }

@@ -240,7 +240,8 @@ public struct GitCredentialHelper: Sendable {
             else {
                 return false
             }
-            guard entry.refresh != nil else { return try await vault.deleteToken(for: key) }
+            // A plain entry goes, through the store: deleteToken would wait for the lock this erase holds.
+            guard entry.refresh != nil else { return try await vault.store.delete(key) }
             let now = client.clock.now()
             if let expiresAt = entry.token.expiresAt, expiresAt <= now { return false }
             entry.token.expiresAt = OAuthToken.wholeSeconds(now.addingTimeInterval(-1))

@@ -15,6 +15,10 @@ public enum VaultProgram: Sendable {
     /// PostgreSQL.
     public static func main(registering backends: [any VaultBackend] = []) -> Never {
         for backend in backends { VaultBackends.register(backend) }
+        // SIGTERM, SIGINT and SIGHUP wait while a refresh is between its request and its save:
+        // a rotated refresh token dies with the process otherwise (issue 33).
+        RefreshTermination.holdDuringRefresh(
+            notice: "vault: finishing a token refresh before exiting, so that the new refresh token is not lost\n")
         VaultCommand.start()
     }
 }

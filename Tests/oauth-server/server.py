@@ -25,13 +25,22 @@ memory and every client is public. What it does, and what the tests rely on:
 * Test-controlled behaviour, per user, for that user's refresh requests (``POST /faults``):
   ``kind=status500|status503|status429|html|hang|hostile_error`` with ``count`` (how many requests it hits)
   and ``retry_after`` (seconds, for 429/503); ``kind=no_rotation`` makes refreshes keep the
-  refresh token. A ``hang`` holds the request without answering (for ``hang_seconds``, default
-  30) and then drops it; ``silent`` accepts the request and never answers it (until the server
-  stops). Device codes (``POST /device/control``): ``slow_down_next=1`` answers
-  the next poll with ``slow_down``, ``rate_limit=off`` stops answering fast polls with
-  ``slow_down``, ``expire=1`` expires the code now. ``hostile_error`` answers ``invalid_client``
-  with an ``error_description`` full of terminal escapes, and ``POST
-  /hostile/device_authorization`` hands out a user code holding U+009B and a bidi override.
+  refresh token; ``kind=reuse_interval`` with ``seconds`` (default 10) gives the user a reuse
+  interval: a spent refresh token presented again within that many seconds of its rotation is
+  accepted (counted as ``reused_within_interval``) instead of revoking the family. A ``hang``
+  holds the request without answering (for ``hang_seconds``, default 30) and then drops it;
+  ``silent`` accepts the request and never answers it (until the server stops). Device codes
+  (``POST /device/control``): ``slow_down_next=1`` answers the next poll with ``slow_down``,
+  ``rate_limit=off`` stops answering fast polls with ``slow_down``, ``expire=1`` expires the code
+  now. ``hostile_error`` answers ``invalid_client`` with an ``error_description`` full of terminal
+  escapes, and ``POST /hostile/device_authorization`` hands out a user code holding U+009B and a
+  bidi override.
+* Faults that let the request through (it is counted, rotated and answered as usual):
+  ``kind=hold`` holds the user's next refresh request before it is handled, until the test posts
+  ``POST /release`` with ``user`` (or 60 s pass); ``/stats`` reports ``held`` (requests being held
+  now), so a test knows a request is in flight without sleeping. ``kind=bad_expires_in``,
+  ``bad_refresh_expiry`` and ``tab_id_token`` rotate as usual and then spoil one field of the 200
+  answer (``expires_in: -1``, ``refresh_token_expires_in: -5``, an ``id_token`` with a tab).
 * RFC 7009 revocation at ``POST /revoke`` (every client authentication method): revoking a
   refresh token revokes its whole token family, revoking an access token that token alone.
   Faults for a user's revocation requests: ``kind=revoke_error`` answers ``invalid_request``
@@ -51,6 +60,7 @@ It never logs token values: request logging is off, and /stats reports only coun
 
 import argparse
 import hmac
+import json
 import logging
 import os
 import signal
@@ -77,6 +87,8 @@ TEST_PASSWORD = "test-password"
 PUBLIC_CLIENT_ID = "tokenvault-example"
 CONFIDENTIAL_CLIENT_ID = "tokenvault-confidential"
 CONFIDENTIAL_SECRET = "tv-confidential-secret-8d1f0c2b"
+# Faults after which the request is handled as usual (held first, or its answer spoiled after).
+PASS_THROUGH_FAULTS = ("hold", "bad_expires_in", "bad_refresh_expiry", "tab_id_token")
 GRANT_TYPES = ["password", "refresh_token", DEVICE_CODE_GRANT_TYPE, "authorization_code"]
 AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post"]
 
@@ -137,6 +149,7 @@ class Token(TokenMixin):
         self.refresh_spent = False
         # Set when this access token alone was revoked (RFC 7009 with token_type_hint=access_token).
         self.access_revoked = False
+        self.spent_at = None
 
     def check_client(self, client):
         return client.get_client_id() == self.client_id
@@ -173,7 +186,11 @@ class State:
         self.user_grants = {}
         # user name -> list of pending faults [{"kind", "retry_after", "hang_seconds"}], flags
         self.faults = {}
+        # user name -> (threading.Event, count) of refresh requests held by a "hold" fault
+        self.holds = {}
         self.no_rotation = set()
+        # user name -> seconds during which a spent refresh token is still accepted
+        self.reuse_interval = {}
         self.refresh_times = {}
         # authorization code -> AuthorizationCode
         self.codes = {}
@@ -198,6 +215,7 @@ class State:
                 "codes_issued": 0,
                 "revocations": 0,
                 "revocation_requests": 0,
+                "reused_within_interval": 0,
             },
         )
 
@@ -251,6 +269,13 @@ class RotatingRefreshTokenGrant(grants.RefreshTokenGrant):
         if token is None or token.is_revoked():
             return None
         if token.refresh_spent:
+            interval = STATE.reuse_interval.get(token.user)
+            if interval is not None and time.time() - token.spent_at <= interval:
+                # Within the reuse interval (Auth0's overlap period, Okta's grace period): accepted,
+                # and answered with new tokens of the same family.
+                STATE.counters(token.user)["reused_within_interval"] += 1
+                self.INCLUDE_NEW_REFRESH_TOKEN = True
+                return token
             # Reuse of a rotated refresh token: someone raced or stole it. Revoke the family.
             STATE.counters(token.user)["reuse_detected"] += 1
             STATE.revoke_family(token.family)
@@ -264,6 +289,8 @@ class RotatingRefreshTokenGrant(grants.RefreshTokenGrant):
 
     def revoke_old_credential(self, refresh_token):
         if self.INCLUDE_NEW_REFRESH_TOKEN:
+            if not refresh_token.refresh_spent:
+                refresh_token.spent_at = time.time()
             refresh_token.refresh_spent = True
         else:
             # Without rotation the old refresh token stays; it now also serves the new access token.
@@ -434,6 +461,8 @@ def create_app(expires_in):
             if index is None:
                 return None
             fault = pending.pop(index)
+            if fault["kind"] in PASS_THROUGH_FAULTS:
+                return dict(fault, user=user)
             counters = STATE.counters(user)
             counters["refresh_requests"] += 1
             counters["faults_served"] += 1
@@ -471,12 +500,14 @@ def create_app(expires_in):
         kind = request.form.get("kind", "")
         if not user or kind not in (
             "status500", "status503", "status429", "html", "hang", "silent", "no_rotation", "hostile_error", "revoke_error",
-            "revoke_silent",
-        ):
+            "revoke_silent", "reuse_interval",
+        ) + PASS_THROUGH_FAULTS:
             return jsonify(error="need user and a known kind"), 400
         with STATE_LOCK:
             if kind == "no_rotation":
                 STATE.no_rotation.add(user)
+            elif kind == "reuse_interval":
+                STATE.reuse_interval[user] = float(request.form.get("seconds", "10"))
             else:
                 fault = {"kind": kind}
                 if request.form.get("retry_after"):
@@ -487,11 +518,55 @@ def create_app(expires_in):
                     STATE.faults.setdefault(user, []).append(dict(fault))
         return jsonify(ok=True)
 
+    def hold(user):
+        """Holds this request, outside the state lock, until the test releases it (bounded)."""
+        with STATE_LOCK:
+            event, count = STATE.holds.get(user) or (None, 0)
+            if event is None or event.is_set():
+                event = threading.Event()
+            STATE.holds[user] = (event, count + 1)
+        event.wait(60)
+        with STATE_LOCK:
+            event, count = STATE.holds[user]
+            STATE.holds[user] = (event, count - 1)
+
+    def spoil(response, kind):
+        """The 200 answer with one field a client must refuse; the rotation already happened."""
+        if response.status_code != 200:
+            return response
+        body = response.get_json()
+        if kind == "bad_expires_in":
+            body["expires_in"] = -1
+        elif kind == "bad_refresh_expiry":
+            body["refresh_token_expires_in"] = -5
+        elif kind == "tab_id_token":
+            body["id_token"] = "eyJhbGciOiJub25lIn0\t.e30."
+        response.set_data(json.dumps(body))
+        return response
+
+    @app.post("/release")
+    def release():
+        user = request.form.get("user", "")
+        with STATE_LOCK:
+            event, _ = STATE.holds.get(user) or (None, 0)
+        if event is None:
+            return jsonify(error="nothing held for that user"), 400
+        event.set()
+        return jsonify(ok=True)
+
     @app.post("/token")
     def token():
         fault = take_fault()
-        if fault is not None:
+        if fault is not None and fault["kind"] not in PASS_THROUGH_FAULTS:
             return fault_response(fault)
+        if fault is not None and fault["kind"] == "hold":
+            hold(fault["user"])
+        response = handle_token()
+        if fault is not None and fault["kind"] != "hold":
+            response = spoil(response, fault["kind"])
+        return response
+
+    def handle_token():
         with STATE_LOCK:
             is_refresh = request.form.get("grant_type") == "refresh_token"
             user = None
@@ -673,7 +748,8 @@ def create_app(expires_in):
         with STATE_LOCK:
             if user is None:
                 return jsonify(users=sorted(STATE.stats))
-            return jsonify(dict(STATE.counters(user), refresh_times=STATE.refresh_times.get(user, [])))
+            held = (STATE.holds.get(user) or (None, 0))[1]
+            return jsonify(dict(STATE.counters(user), refresh_times=STATE.refresh_times.get(user, []), held=held))
 
     @app.get("/health")
     def health():

@@ -1,6 +1,10 @@
 public import Foundation
 import Logging
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 extension Vault {
     /// Returns the token stored under `key`, refreshing it first if it expires within `leeway`
     /// seconds, so that no two tasks or processes ever refresh the same token at once.
@@ -139,14 +143,20 @@ extension Vault {
         timeout: Duration,
         operation: @Sendable (StoredEntry) async throws -> OAuthToken
     ) async throws -> OAuthToken {
+        // From the moment the request is about to leave until the answer is saved (committed, for
+        // PostgreSQL), a termination signal is held (RefreshTermination), when the program opted in.
+        let window = RefreshTermination.Window()
+        defer { window.leave() }
         var lock: RefreshLock?
         switch placement {
         case .store(let shared):
             // A store shared across hosts locks for itself: the re-read and the write below then
             // run inside its lock (for PostgreSQL, one transaction holding pg_advisory_xact_lock).
             return try await shared.withRefreshLock(on: key, timeout: timeout) { locked in
+                // No journal here: written inside the transaction, it would vanish with the process.
                 try await refreshLocked(
-                    key, store: locked, need: need, now: now, coordinator: coordinator, operation: operation)
+                    key, store: locked, need: need, now: now, coordinator: coordinator, window: window, journal: false,
+                    operation: operation)
             }
         case .files(let directory):
             lock = try await RefreshLock.acquire(path: directory.lockFilePath(for: key), timeout: timeout)
@@ -154,7 +164,10 @@ extension Vault {
             break
         }
         defer { lock?.release() }
-        return try await refreshLocked(key, store: store, need: need, now: now, coordinator: coordinator, operation: operation)
+        // The journal where other processes can see the store (not a MemoryStore's process memory).
+        return try await refreshLocked(
+            key, store: store, need: need, now: now, coordinator: coordinator, window: window, journal: lock != nil,
+            operation: operation)
     }
 
     /// The locked part of a flight: read the entry again, refresh only if still needed, save.
@@ -166,6 +179,8 @@ extension Vault {
         need: RefreshNeed,
         now: @Sendable () -> Date,
         coordinator: RefreshCoordinator,
+        window: RefreshTermination.Window,
+        journal: Bool,
         operation: @Sendable (StoredEntry) async throws -> OAuthToken
     ) async throws -> OAuthToken {
         guard let entry = try await storedEntry(for: key, in: store) else {
@@ -173,29 +188,36 @@ extension Vault {
         }
         let current = entry.token
         let date = now()
-        switch need {
-        case .expiring(let leeway, let seen):
-            if !current.isExpired(at: date, leeway: leeway) {
-                logger.debug("token was refreshed by another caller while waiting", metadata: ["key": "\(key)"])
-                return current
+        // A refresh that died after its request may have reached the server: present the same
+        // refresh token again at once, whatever the need, while a server's reuse interval lasts.
+        let interrupted = try entry.wasInterrupted()
+        if interrupted != nil {
+            logger.notice("an earlier refresh was interrupted after presenting the refresh token; presenting it again now", metadata: ["key": "\(key)"])
+        } else {
+            switch need {
+            case .expiring(let leeway, let seen):
+                if !current.isExpired(at: date, leeway: leeway) {
+                    logger.debug("token was refreshed by another caller while waiting", metadata: ["key": "\(key)"])
+                    return current
+                }
+                let changed = current.accessToken != seen.accessToken || current.refreshToken != seen.refreshToken
+                if changed && !current.isExpired(at: date, leeway: 0) {
+                    // Another process refreshed while we waited, and the server's tokens are shorter-lived
+                    // than the leeway. Refreshing again would only burn a refresh token.
+                    logger.debug("using the token another caller just refreshed", metadata: ["key": "\(key)"])
+                    return current
+                }
+            case .stillAccessToken(let failed):
+                if current.accessToken != failed {
+                    logger.debug("the refused access token was already replaced", metadata: ["key": "\(key)"])
+                    return current
+                }
+            case .always:
+                break
             }
-            let changed = current.accessToken != seen.accessToken || current.refreshToken != seen.refreshToken
-            if changed && !current.isExpired(at: date, leeway: 0) {
-                // Another process refreshed while we waited, and the server's tokens are shorter-lived
-                // than the leeway. Refreshing again would only burn a refresh token.
-                logger.debug("using the token another caller just refreshed", metadata: ["key": "\(key)"])
-                return current
-            }
-        case .stillAccessToken(let failed):
-            if current.accessToken != failed {
-                logger.debug("the refused access token was already replaced", metadata: ["key": "\(key)"])
-                return current
-            }
-        case .always:
-            break
         }
         if let rejection = try entry.refreshTokenRejected() {
-            throw Self.reauthenticationRequired(key, rejection)
+            throw Self.reauthenticationRequired(key, rejection, interrupted: entry.rejection?.interrupted == true)
         }
         guard current.canRefresh(at: date) else {
             let why = current.refreshToken == nil ? "holds no refresh token" : "its refresh token has expired"
@@ -209,17 +231,29 @@ extension Vault {
         }
 
         logger.debug("refreshing token", metadata: ["key": "\(key)"])
+        window.enter()
+        if journal, let refreshToken = current.refreshToken {
+            // The journal, durable before the request leaves: this refresh token is being presented.
+            var presenting = entry
+            presenting.presenting = RefreshPresenting(
+                refreshTokenHash: try RefreshRejection.hash(refreshToken), at: Int64(date.timeIntervalSince1970.rounded()),
+                pid: getpid())
+            try await store.save(presenting.storedForm(), for: key, contentType: .json)
+        }
         let response: OAuthToken
         do {
             response = try await operation(entry)
         } catch {
+            if let partial = PartialTokenResponse.found(in: error) {
+                throw await keepPartial(partial, of: error, entry: entry, key: key, in: store)
+            }
             logger.debug("refresh failed; the stored token is unchanged", metadata: ["key": "\(key)"])
-            let failure = Self.refreshFailure(error, key: key)
+            let failure = Self.refreshFailure(error, key: key, interrupted: interrupted != nil)
             if let failure = failure as? VaultError, failure.code == .reauthenticationRequired,
                 let oauthError = failure.oauthError
             {
                 await coordinator.rememberRejected(current.refreshToken, oauthError)
-                await storeVerdict(oauthError, on: entry, key: key, at: date, in: store)
+                await storeVerdict(oauthError, on: entry, key: key, at: date, interrupted: interrupted != nil, in: store)
             }
             throw failure
         }
@@ -237,17 +271,49 @@ extension Vault {
         return updated
     }
 
+    /// Saves what a refused answer still gave (the new refresh token above all: the server has
+    /// spent the old one) and returns the error to throw, which names the refused fields and says
+    /// what was kept. Still under the lock.
+    private func keepPartial(
+        _ partial: PartialTokenResponse, of error: any Error, entry: StoredEntry, key: CredentialKey, in store: any CredentialStore
+    ) async -> VaultError {
+        let refused = partial.refused.joined(separator: ", ")
+        let kept = partial.kept(updating: entry.token)
+        do {
+            try await store.save(StoredEntry(token: kept, refresh: entry.refresh).storedForm(), for: key, contentType: .json)
+        } catch let saveError {
+            logger.error(
+                "a refresh answer with refused fields could not be saved; the next refresh may need a new login",
+                metadata: ["key": "\(key)", "code": "\((saveError as? VaultError)?.code.description ?? "other")"])
+            return VaultError(
+                (saveError as? VaultError)?.code ?? .io,
+                "The token endpoint's answer for \(key) had fields TokenVault refused (\(refused)), and saving the new refresh token it held failed as well: \((saveError as? VaultError)?.message ?? "\(type(of: saveError))"). Log in again if the next refresh is rejected.",
+                underlying: saveError as? VaultError)
+        }
+        let state =
+            partial.token == nil || partial.refused.contains("expires_in")
+            ? "the access token counts as expired, so the next call refreshes again with the new refresh token"
+            : "the entry is usable as it is"
+        return VaultError(
+            (error as? VaultError)?.code ?? .invalidInput,
+            "The token endpoint's answer for \(key) had fields TokenVault refused (\(refused)); they were dropped. The new refresh token and everything else in the answer were saved, and \(state).",
+            underlying: error as? VaultError)
+    }
+
     /// Stores the server's rejection of the entry's refresh token with the entry, the token itself
     /// untouched, so that no process presents that refresh token again. Still under the lock.
     private func storeVerdict(
-        _ oauthError: OAuthErrorResponse, on entry: StoredEntry, key: CredentialKey, at date: Date, in store: any CredentialStore
+        _ oauthError: OAuthErrorResponse, on entry: StoredEntry, key: CredentialKey, at date: Date, interrupted: Bool,
+        in store: any CredentialStore
     ) async {
         guard let refreshToken = entry.token.refreshToken else { return }
         do {
             var marked = entry
+            marked.presenting = nil
             marked.rejection = RefreshRejection(
                 error: oauthError.error, errorDescription: oauthError.errorDescription,
-                refreshTokenHash: try RefreshRejection.hash(refreshToken), at: Int64(date.timeIntervalSince1970.rounded()))
+                refreshTokenHash: try RefreshRejection.hash(refreshToken), at: Int64(date.timeIntervalSince1970.rounded()),
+                interrupted: interrupted ? true : nil)
             try await store.save(marked.storedForm(), for: key, contentType: .json)
         } catch {
             // The caller is told to log in again either way; this process also remembers it.
@@ -268,7 +334,7 @@ extension Vault {
     }
 
     /// Turns a refresh closure's failure into what the caller should act on.
-    private static func refreshFailure(_ error: any Error, key: CredentialKey) -> any Error {
+    private static func refreshFailure(_ error: any Error, key: CredentialKey, interrupted: Bool) -> any Error {
         let oauthError: OAuthErrorResponse?
         if let error = error as? VaultError {
             oauthError = [.tokenEndpointError, .reauthenticationRequired].contains(error.code) ? error.oauthError : nil
@@ -278,11 +344,19 @@ extension Vault {
         guard let oauthError, oauthError.requiresReauthentication else {
             return error
         }
-        return reauthenticationRequired(key, oauthError)
+        return reauthenticationRequired(key, oauthError, interrupted: interrupted)
     }
 
-    static func reauthenticationRequired(_ key: CredentialKey, _ oauthError: OAuthErrorResponse) -> VaultError {
-        VaultError(
+    static func reauthenticationRequired(
+        _ key: CredentialKey, _ oauthError: OAuthErrorResponse, interrupted: Bool = false
+    ) -> VaultError {
+        if interrupted {
+            return VaultError(
+                .reauthenticationRequired,
+                "Interrupted refresh: log in again. A process refreshing the token for \(key) was stopped after it presented the refresh token and before it could save the server's answer, and the server refuses that refresh token now (\(oauthError.error)).",
+                underlying: oauthError)
+        }
+        return VaultError(
             .reauthenticationRequired,
             "The server rejected the refresh token for \(key) (\(oauthError.error)); log in again to get a new one.",
             underlying: oauthError)

@@ -78,11 +78,47 @@ extension OAuthToken: Codable {
         return seconds >= Double(Int64.max) ? .max : seconds <= Double(Int64.min) ? .min : Int64(seconds)
     }
 
-    /// The stored form: compact JSON with sorted keys.
+    /// The stored form: compact JSON with sorted keys. A `{` or `}` inside a string is written as
+    /// `\u007b` or `\u007d`, which every JSON reader turns back into the brace: KeePassXC expands
+    /// `{USERNAME}`-style placeholders in a secret it returns, and a scope or claim that holds one
+    /// would otherwise not survive it.
     public func storedForm() throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return try encoder.encode(self)
+        return Self.escapingBracesInStrings(try encoder.encode(self))
+    }
+
+    /// `json` with every `{` and `}` inside a string value or name escaped as `\u007b`/`\u007d`;
+    /// the structure's own braces stay. `json` must be what JSONEncoder wrote (valid UTF-8 JSON).
+    static func escapingBracesInStrings(_ json: Data) -> Data {
+        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        let open = UInt8(ascii: "{"), close = UInt8(ascii: "}")
+        var inString = false, escaped = false, needed = false
+        for byte in json {
+            if inString {
+                if escaped { escaped = false } else if byte == backslash { escaped = true } else if byte == quote { inString = false }
+                else if byte == open || byte == close { needed = true; break }
+            } else if byte == quote {
+                inString = true
+            }
+        }
+        guard needed else { return json }
+        var result = Data(capacity: json.count + 32)
+        inString = false
+        escaped = false
+        for byte in json {
+            if inString && !escaped && (byte == open || byte == close) {
+                result.append(contentsOf: Array((byte == open ? "\\u007b" : "\\u007d").utf8))
+                continue
+            }
+            result.append(byte)
+            if inString {
+                if escaped { escaped = false } else if byte == backslash { escaped = true } else if byte == quote { inString = false }
+            } else if byte == quote {
+                inString = true
+            }
+        }
+        return result
     }
 
     /// Reads a token from its stored form.

@@ -33,6 +33,17 @@ extension OAuthToken {
     ]
 
     init(responseFields fields: [String: JSONValue], receivedAt: Date) throws {
+        do {
+            try self.init(checkedFields: fields, receivedAt: receivedAt)
+        } catch let error as VaultError where error.code == .invalidInput {
+            // A refused field must not throw away a refresh token the server has just rotated:
+            // the error carries what can be kept, and the refresh flight saves it.
+            guard let partial = PartialTokenResponse(fields, receivedAt: receivedAt) else { throw error }
+            throw VaultError(error.code, error.message, underlying: partial)
+        }
+    }
+
+    fileprivate init(checkedFields fields: [String: JSONValue], receivedAt: Date) throws {
         if case .string(let error)? = fields["error"] {
             let oauthError = OAuthErrorResponse(
                 error: error,
@@ -129,6 +140,93 @@ extension OAuthToken {
         default:
             throw VaultError(.invalidInput, "The response's scope is not a string.")
         }
+    }
+}
+
+/// What a token response still gives when one of its fields was refused: the new refresh token
+/// above all (a server that rotates has already spent the old one), and the access token when it
+/// passed. Fields are checked one by one; a refused one is dropped and named, never quoted.
+///
+/// Carried as the ``VaultError/underlying`` error of the `invalidInput` that refused the response,
+/// so that a refresh closure that passes the error on unchanged still lets the flight keep it.
+struct PartialTokenResponse: Error, Sendable, CustomStringConvertible {
+    /// The response as a token, with the refused fields dropped; `nil` when the access token (or
+    /// its type) was refused.
+    var token: OAuthToken?
+    /// The new refresh token.
+    var refreshToken: String
+    var refreshTokenExpiresAt: Date?
+    var receivedAt: Date
+    /// The refused fields, by name.
+    var refused: [String]
+
+    var description: String { "a token response with refused fields (\(refused.joined(separator: ", ")))" }
+
+    /// `nil` when the response holds no acceptable refresh token: then nothing was rotated that
+    /// could be kept, and the stored token stays as it was.
+    init?(_ fields: [String: JSONValue], receivedAt: Date) {
+        if fields["error"] != nil { return nil }
+        func accepted(_ probe: [String: JSONValue]) -> Bool {
+            (try? OAuthToken(checkedFields: probe, receivedAt: receivedAt)) != nil
+        }
+        let placeholder: [String: JSONValue] = ["access_token": .string("probe"), "token_type": .string("Bearer")]
+        guard case .string(let refreshToken)? = fields["refresh_token"], !refreshToken.isEmpty,
+            accepted(placeholder.merging(["refresh_token": .string(refreshToken)]) { $1 })
+        else { return nil }
+        var kept = fields
+        var refused: [String] = []
+        for name in ["expires_in", "refresh_token_expires_in", "id_token", "scope"] {
+            if let value = fields[name], !accepted(placeholder.merging([name: value]) { $1 }) {
+                kept.removeValue(forKey: name)
+                refused.append(name)
+            }
+        }
+        var accessFields: [String: JSONValue] = [:]
+        accessFields["access_token"] = fields["access_token"]
+        accessFields["token_type"] = fields["token_type"]
+        // Without expires_in, an access token that is a JWT would take its expiry from its claim.
+        if accepted(accessFields), var token = try? OAuthToken(checkedFields: kept, receivedAt: receivedAt) {
+            if refused.contains("expires_in") {
+                // The lifetime is unknown: count the access token as expired, so that the next call
+                // refreshes (with the new refresh token) rather than trusting it for ever.
+                token.expiresAt = receivedAt
+            }
+            self.token = token
+        } else {
+            refused.insert(fields["access_token"] == nil ? "access_token (missing)" : "access_token", at: 0)
+            self.token = nil
+        }
+        guard !refused.isEmpty else { return nil }
+        self.refreshToken = refreshToken
+        self.refreshTokenExpiresAt = (try? OAuthToken(checkedFields: placeholder.merging(
+            ["refresh_token_expires_in": kept["refresh_token_expires_in"] ?? .null]) { $1 }, receivedAt: receivedAt))?.refreshTokenExpiresAt
+        self.receivedAt = receivedAt
+        self.refused = refused
+    }
+
+    /// `current` updated by what was kept: the new refresh token always; the new access token
+    /// when it passed, else the old one counted as expired (so the next call refreshes).
+    func kept(updating current: OAuthToken) -> OAuthToken {
+        if let token {
+            var result = current.updated(byRefresh: token)
+            result.refreshToken = refreshToken
+            return result
+        }
+        var result = current
+        result.refreshToken = refreshToken
+        result.refreshTokenExpiresAt = refreshTokenExpiresAt
+        result.expiresAt = receivedAt
+        return result
+    }
+
+    /// The partial response behind `error`, looking through ``VaultError/underlying``.
+    static func found(in error: any Error) -> PartialTokenResponse? {
+        var next: (any Error)? = error
+        while let current = next {
+            if let partial = current as? PartialTokenResponse { return partial }
+            next = (current as? VaultError)?.underlying
+        }
+        return nil
     }
 }
 

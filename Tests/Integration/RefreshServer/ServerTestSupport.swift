@@ -42,6 +42,10 @@ struct TestOAuthServer: Sendable {
         var revocationRequests: Int
         /// When each refresh request arrived, server time, in order.
         var refreshTimes: [Double]
+        /// Spent refresh tokens accepted again within the user's reuse interval.
+        var reusedWithinInterval: Int
+        /// Refresh requests the server is holding now (a `hold` fault), until ``release(user:)``.
+        var held: Int
 
         enum CodingKeys: String, CodingKey {
             case faultsServed = "faults_served"
@@ -49,6 +53,8 @@ struct TestOAuthServer: Sendable {
             case revocations
             case revocationRequests = "revocation_requests"
             case refreshTimes = "refresh_times"
+            case held
+            case reusedWithinInterval = "reused_within_interval"
             case refreshRequests = "refresh_requests"
             case refreshSucceeded = "refresh_succeeded"
             case refreshRejected = "refresh_rejected"
@@ -109,6 +115,19 @@ struct TestOAuthServer: Sendable {
         ])
         let error = (try? JSONSerialization.jsonObject(with: data) as? [String: Any])?["error"] as? String
         return (status, error)
+    }
+
+    /// Gives `user` a reuse interval: a spent refresh token presented again within `seconds` of its
+    /// rotation is accepted rather than revoking the family (server.py, /faults kind=reuse_interval).
+    func reuseInterval(user: String, seconds: Double) async throws {
+        let (_, status) = try await post("faults", ["user": user, "kind": "reuse_interval", "seconds": String(seconds)])
+        try #require(status == 200)
+    }
+
+    /// Lets go of `user`'s refresh requests that a `hold` fault is holding (server.py, /release).
+    func release(user: String) async throws {
+        let (_, status) = try await post("release", ["user": user])
+        try #require(status == 200, "release failed with HTTP \(status)")
     }
 
     /// Controls a pending device code (server.py, /device/control).

@@ -57,6 +57,29 @@ import Glibc
         }
     }
 
+    /// A token whose scope and extra fields hold KeePassXC placeholders survives every provider:
+    /// the stored JSON writes a brace inside a string as `\u007b`/`\u007d` (issue 33), so
+    /// KeePassXC has nothing to expand, and reading back gives the original.
+    @Test func aTokenWhoseScopeHoldsPlaceholdersSurvives() async throws {
+        let vault = Vault(store: try await SharedKeyring.store())
+        let key = try freshKey()
+        let scope = "{USERNAME} {S:service} repo:{PASSWORD} {REF:P@I:46C9B1FFBD4ABC4BBB260C6190BAD20C}"
+        var token = try OAuthToken(tokenResponse: Data(
+            #"{"access_token":"gho_placeholders","token_type":"bearer","refresh_token":"ghr_x","expires_in":3600,"tenant":"{URL:HOST}"}"#.utf8))
+        token.scope = scope
+        try await vault.saveToken(token, for: key, registration: try ClientRegistration(
+            tokenEndpoint: try #require(URL(string: "https://auth.example.com/{USERNAME}/token")), clientID: "{S:client}"))
+        let stored = try #require(try await vault.store.load(key))
+        let text = String(decoding: stored, as: UTF8.self)
+        #expect(!text.contains("{USERNAME}") && text.contains(#"\u007bUSERNAME\u007d"#), "no placeholder for KeePassXC to expand")
+        let read = try #require(try await vault.token(for: key))
+        #expect(read.scope == scope)
+        #expect(read.additionalFields["tenant"] == .string("{URL:HOST}"))
+        #expect(read.accessToken == token.accessToken && read.refreshToken == token.refreshToken)
+        #expect(try await vault.refreshDescription(for: key)?.clientID == "{S:client}")
+        #expect(try await vault.deleteToken(for: key))
+    }
+
     /// A failed overwrite puts the previous value back.
     @Test func aRefusedOverwriteKeepsThePreviousValue() async throws {
         let store = try await SharedKeyring.store()
