@@ -28,7 +28,7 @@ extension RefreshCrossProcessTests {
     private func expiredEntry(_ server: TestOAuthServer, user: String, key: CredentialKey, vault: Vault) async throws -> OAuthToken {
         var token = try await server.login(user: user)
         token.expiresAt = Date().addingTimeInterval(-5)
-        try await vault.saveToken(token, for: key, refresh: try server.publicClient())
+        try await vault.saveToken(token, for: key, registration: try server.publicClient())
         return token
     }
 

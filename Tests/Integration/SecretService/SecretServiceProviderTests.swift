@@ -76,7 +76,7 @@ import Glibc
         #expect(read.scope == scope)
         #expect(read.additionalFields["tenant"] == .string("{URL:HOST}"))
         #expect(read.accessToken == token.accessToken && read.refreshToken == token.refreshToken)
-        #expect(try await vault.refreshDescription(for: key)?.clientID == "{S:client}")
+        #expect(try await vault.registration(for: key)?.clientID == "{S:client}")
         #expect(try await vault.deleteToken(for: key))
     }
 
