@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+@testable import TokenVaultTestSupport
+
+/// `vault get --header` and `--rejected-token-file` without a token endpoint: what they print,
+/// and their refusals. (With the test OAuth server: TokenHandoffServerTests.)
+@Suite struct TokenHandoffCommandTests {
+    @Test func headerPrintsTheAuthorizationLineWithTheSchemeSpelledAsRFC6750Does() throws {
+        let sandbox = try CLISandbox()
+        let response = #"{"access_token":"tvh_Access_3kQ9","token_type":"bearer","expires_in":3600}"#
+        try #require(try sandbox.vault("set", "api", stdin: Data(response.utf8)).status == 0)
+        let header = try sandbox.vault("get", "api", "--header")
+        #expect(header.status == 0, "\(header)")
+        #expect(header.stdout == "Authorization: Bearer tvh_Access_3kQ9\n")
+        // Through ArgumentParser too (an option the fast path leaves to it).
+        let parsed = try sandbox.vault("get", "api", "--header", "--allow-expired", "--backend=file")
+        #expect(parsed.stdout == "Authorization: Bearer tvh_Access_3kQ9\n", "\(parsed)")
+
+        let both = try sandbox.vault("get", "api", "--header", "--json")
+        #expect(both.status == 64, "\(both)")
+        #expect(both.stderr.contains("--header or --json"))
+
+        let dpop = #"{"access_token":"tvh_DPoP_7Lm2","token_type":"DPoP","expires_in":3600}"#
+        try #require(try sandbox.vault("set", "bound", stdin: Data(dpop.utf8)).status == 0)
+        let refused = try sandbox.vault("get", "bound", "--header")
+        #expect(refused.status == 1, "\(refused)")
+        #expect(refused.stderr.contains("DPoP proof") && !refused.stderr.contains("tvh_DPoP"), "\(refused.stderr)")
+        #expect(refused.stdout.isEmpty)
+    }
+
+    @Test func aRejectedTokenTheVaultNoLongerHoldsIsAnsweredWithTheStoredOne() throws {
+        let sandbox = try CLISandbox()
+        try #require(try sandbox.vault("set", "api", "--expires-in", "3600", stdin: Data("tvh_Newer_5Rt8\n".utf8)).status == 0)
+        // The refused token alone, as `Bearer`, or as the line --header printed: stdin or a file.
+        for refused in ["tvh_Older_1Ab2\n", "Bearer tvh_Older_1Ab2", "Authorization: Bearer tvh_Older_1Ab2\r\n"] {
+            let piped = try sandbox.vault("get", "api", "--rejected-token-file", "-", stdin: Data(refused.utf8))
+            #expect(piped.status == 0, "\(piped)")
+            #expect(piped.stdout == "tvh_Newer_5Rt8\n")
+        }
+        let file = sandbox.root.appendingPathComponent("refused")
+        try Data("tvh_Older_1Ab2\n".utf8).write(to: file)
+        let fromFile = try sandbox.vault("get", "api", "--fresh", "--header", "--rejected-token-file", file.path)
+        #expect(fromFile.stdout == "Authorization: Bearer tvh_Newer_5Rt8\n", "\(fromFile)")
+    }
+
+    @Test func aRejectedTokenThatCannotBeRefreshedOrReadIsRefused() throws {
+        let sandbox = try CLISandbox()
+        try #require(try sandbox.vault("set", "api", "--expires-in", "3600", stdin: Data("tvh_Only_8Yu6\n".utf8)).status == 0)
+        // The vault still holds the refused token and has no refresh description: it cannot help.
+        let same = try sandbox.vault("get", "api", "--rejected-token-file", "-", stdin: Data("tvh_Only_8Yu6\n".utf8))
+        #expect(same.status == 1, "\(same)")
+        #expect(same.stderr.contains("no refresh description"), "\(same.stderr)")
+        #expect(same.stdout.isEmpty && !same.stderr.contains("tvh_Only"))
+
+        let empty = try sandbox.vault("get", "api", "--rejected-token-file", "-", stdin: Data("\n  \n".utf8))
+        #expect(empty.status == 1, "\(empty)")
+        #expect(empty.stderr.contains("holds no token"), "\(empty.stderr)")
+
+        let missing = try sandbox.vault("get", "api", "--rejected-token-file", sandbox.root.appendingPathComponent("none").path)
+        #expect(missing.status == 2, "\(missing)")
+        #expect(missing.stderr.contains("cannot be read"), "\(missing.stderr)")
+
+        let noEntry = try sandbox.vault("get", "nope", "--rejected-token-file", "-", stdin: Data("tvh_Only_8Yu6\n".utf8))
+        #expect(noEntry.status == 2, "\(noEntry)")
+    }
+}
