@@ -142,6 +142,33 @@ import Testing
         #expect(try String(contentsOf: stderr, encoding: .utf8).isEmpty)
     }
 
+    /// ^C at a terminal reaches the whole foreground process group, the command included: vault
+    /// does not send it a second time. (The command writes to stderr, the terminal.) (A signal vault forwards, SIGUSR1 here, comes after any
+    /// pending SIGINT: sh runs pending traps in signal-number order.)
+    @Test func theTerminalsInterruptReachesTheCommandOnce() throws {
+        let sandbox = try sandbox()
+        let script = """
+            exec >&2
+            trap 'echo got-INT' INT
+            trap 'echo got-USR1; kill $p; exit 0' USR1
+            sleep 1000 & p=$!
+            echo "ready $PPID"
+            while :; do wait $p; done
+            """
+        let session = try PseudoTerminalSession(
+            sandbox, ["run", "--env", "T=run/acct", "--", "sh", "-c", script], environment: settings(sandbox), controllingTerminal: true)
+        #expect(session.waitFor("ready "), "\(session.screen)")
+        let vaultPID = try #require(
+            session.screen.split(separator: "\n").first { $0.hasPrefix("ready ") }.flatMap { Int32($0.dropFirst(6).trimmingCharacters(in: .whitespacesAndNewlines)) })
+        session.type([0x03])
+        #expect(session.waitFor("got-INT"), "\(session.screen)")
+        #expect(kill(vaultPID, SIGUSR1) == 0)
+        #expect(session.waitFor("got-USR1"), "\(session.screen)")
+        let (status, _) = session.finish()
+        #expect(status == 0, "\(session.screen)")
+        #expect(session.screen.components(separatedBy: "got-INT").count - 1 == 1, "the command got ^C twice: \(session.screen)")
+    }
+
     @Test func aCommandEndedByASignalIsExit128PlusTheSignal() async throws {
         let sandbox = try sandbox()
         let (child, _) = try start(sandbox, ["--env", "TOKEN=run/acct", "--", "sh", "-c", "echo ready; exec sleep 1000"])

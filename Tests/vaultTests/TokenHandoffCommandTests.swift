@@ -64,3 +64,34 @@ import Testing
         #expect(noEntry.status == 2, "\(noEntry)")
     }
 }
+
+/// The documentation shows no pattern that would put a token in a command line: no command
+/// substitution of `vault get` (or of a token variable) inside an argument, in any page, example,
+/// script or help text.
+@Suite struct NoTokenInArgvDocumentationTests {
+    static let patterns = ["$(vault get", "$(vault ", "Bearer $(", "-H \"Authorization", "-H 'Authorization", "Bearer $token\"", "Bearer $TOKEN\""]
+
+    @Test func noPageShowsATokenInAnArgument() throws {
+        var files = ["README.md", "SECURITY.md", "Scripts/demo"]
+        for directory in ["Sources/TokenVault/Docs.docc", "Sources/VaultCLI", "Examples", "Scripts"] {
+            let root = PackageFiles.path(directory)
+            let items = FileManager.default.enumerator(atPath: root)?.compactMap { $0 as? String } ?? []
+            files += items.filter { !$0.hasPrefix(".build") && !$0.contains("/.build") }.map { "\(directory)/\($0)" }
+        }
+        var checked = 0
+        for file in Set(files) {
+            let path = PackageFiles.path(file)
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue,
+                let text = try? String(contentsOfFile: path, encoding: .utf8)
+            else { continue }
+            checked += 1
+            for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                for pattern in Self.patterns where line.contains(pattern) {
+                    Issue.record("\(file):\(number + 1) shows a token in an argument (\(pattern)): \(line)")
+                }
+            }
+        }
+        #expect(checked > 20, "the documentation was not found")
+    }
+}
