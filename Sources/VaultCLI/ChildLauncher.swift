@@ -1,3 +1,4 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 // Owns: how `vault run` starts its command (posix_spawnp, the environment, the descriptors and
 // signal dispositions it inherits), forwards signals to it, and turns its end into an exit status.
 import ArgumentParser
@@ -5,9 +6,7 @@ import Foundation
 import Synchronization
 import TokenVault
 
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 enum ChildLauncher {
     /// The signals `vault run` passes on to its command.
@@ -189,3 +188,4 @@ private func forwardSignal(_ signal: Int32, _ info: UnsafeMutablePointer<siginfo
     let due = ForwardingTarget.pending.exchange(0, ordering: .sequentiallyConsistent)
     if due != 0 { _ = kill(child, due) }
 }
+#endif

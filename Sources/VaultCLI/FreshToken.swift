@@ -1,3 +1,4 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import Foundation
 import TokenVault
 
@@ -36,3 +37,4 @@ enum FreshToken {
         return token
     }
 }
+#endif

@@ -1,9 +1,8 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import Foundation
 import TokenVault
 
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 // `vault get`'s ways of handing a token to another program without its command line: an HTTP
 // header line for `curl -H @-`, and asking again after a server refused the token.
@@ -89,3 +88,4 @@ extension RefreshCLI {
         return try await freshToken(vault, key: key, leeway: leeway, client: client)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import Foundation
 import TokenVault
@@ -153,3 +154,4 @@ extension VaultCommand {
         }
     }
 }
+#endif

@@ -1,10 +1,9 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 /// `vault run` with real children: the token reaches the command's environment and no process's
 /// argv, signals reach the command, its status comes back, and a token that cannot be had starts
@@ -255,3 +254,4 @@ import Testing
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if CLI  // the vault command exists with the package trait CLI
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -95,3 +96,4 @@ import Testing
         #expect(checked > 20, "the documentation was not found")
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -6,9 +7,7 @@ import TokenVault
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// The ways a token leaves the vault for another program, run as documented against the real
 /// OAuth server: `vault get --header | curl -H @-`, `vault run`, and `--rejected-token-file`.
@@ -182,3 +181,4 @@ extension TestOAuthServer {
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
 }
+#endif
