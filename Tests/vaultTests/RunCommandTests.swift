@@ -152,13 +152,15 @@ import Glibc
             trap 'echo got-USR1; kill $p; exit 0' USR1
             sleep 1000 & p=$!
             echo "ready $PPID"
-            while :; do wait $p; done
+            while kill -0 $p 2>/dev/null; do wait $p; done
             """
         let session = try PseudoTerminalSession(
             sandbox, ["run", "--env", "T=run/acct", "--", "sh", "-c", script], environment: settings(sandbox), controllingTerminal: true)
         #expect(session.waitFor("ready "), "\(session.screen)")
         let vaultPID = try #require(
             session.screen.split(separator: "\n").first { $0.hasPrefix("ready ") }.flatMap { Int32($0.dropFirst(6).trimmingCharacters(in: .whitespacesAndNewlines)) })
+        // Whatever happens below, the command ends: its USR1 trap stops its sleep and exits.
+        defer { if session.process.isRunning { _ = kill(vaultPID, SIGUSR1) } }
         session.type([0x03])
         #expect(session.waitFor("got-INT"), "\(session.screen)")
         #expect(kill(vaultPID, SIGUSR1) == 0)
