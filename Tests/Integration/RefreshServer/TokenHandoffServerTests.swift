@@ -34,7 +34,7 @@ extension RefreshCrossProcessTests {
         let key = try CredentialKey(service: uniqueName("tv-header"), account: CredentialKey.defaultAccount)
         try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
             let token = try await server.login(user: user)
-            try await vault.saveToken(token, for: key, refresh: try server.publicClient())
+            try await vault.saveToken(token, for: key, registration: try server.publicClient())
             let hold = UUID().uuidString
             let url = server.url.appendingPathComponent("api/held/\(hold)").absoluteString
             // The README's line, with this test's service and URL: vault get github --fresh --header | curl -H @- https://api.github.com/user
@@ -65,7 +65,7 @@ extension RefreshCrossProcessTests {
         try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
             var token = try await server.login(user: user)
             token.expiresAt = Date().addingTimeInterval(-5)
-            try await vault.saveToken(token, for: key, refresh: try server.publicClient())
+            try await vault.saveToken(token, for: key, registration: try server.publicClient())
             // The run form the README shows for curl: printf is built into sh, so no argv holds the token.
             let script = "printf 'Authorization: Bearer %s\\n' \"$API_TOKEN\" | curl -sS -H @- \"$1\""
             let arguments = [
@@ -84,7 +84,7 @@ extension RefreshCrossProcessTests {
             var stale = try #require(try await vault.token(for: key))
             try await server.spendRefreshToken(of: stale)
             stale.expiresAt = Date().addingTimeInterval(-5)
-            try await vault.saveToken(stale, for: key, refresh: try server.publicClient())
+            try await vault.saveToken(stale, for: key, registration: try server.publicClient())
             let marker = scratch.path("started")
             let refused = try ChildProcess.run(
                 vaultPath, ["run", "--env", "T=\(key.service)/\(key.account)", "--", "sh", "-c", "touch '\(marker)'"],
@@ -103,7 +103,7 @@ extension RefreshCrossProcessTests {
             // A token that looks valid for an hour, which a resource server has refused.
             var token = try await server.login(user: user)
             token.expiresAt = Date().addingTimeInterval(3600)
-            try await vault.saveToken(token, for: key, refresh: try server.publicClient())
+            try await vault.saveToken(token, for: key, registration: try server.publicClient())
             let rejected = scratch.path("rejected")
             try #require(FileManager.default.createFile(
                 atPath: rejected, contents: Data("\(token.accessToken)\n".utf8), attributes: [.posixPermissions: 0o600]))
