@@ -16,6 +16,10 @@ enum ExitStatus {
     static let usage: Int32 = 64
     /// Stdout or stderr could not be written (EX_IOERR): full, closed, or its reader gone.
     static let outputFailed: Int32 = 74
+    /// `vault run`: the command exists but cannot be run, as a shell says.
+    static let commandNotRunnable: Int32 = 126
+    /// `vault run`: the command is not found, as a shell says.
+    static let commandNotFound: Int32 = 127
 
     static func code(for code: VaultError.Code) -> Int32 {
         switch code {
@@ -46,6 +50,10 @@ enum ExitStatus {
           64  usage error (the command line)
           74  output could not be written (stdout or stderr full or closed); what
               the command did before, such as saving a token, stays done
+          126 vault run: the command cannot be run (nothing was started)
+          127 vault run: the command is not found (nothing was started)
+        Once its command has started, vault run exits with the command's status, or
+        128 + the signal that ended it.
         """
 }
 #endif

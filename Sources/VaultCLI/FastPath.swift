@@ -39,7 +39,7 @@ enum FastPath {
     /// Global options, each with a value.
     private static let globalValueOptions: Set<Substring> = ["backend", "file", "key-file", "passphrase-file"]
     /// `get`'s flags; valid only after `get`.
-    private static let getFlags: Set<Substring> = ["json", "allow-expired", "fresh"]
+    private static let getFlags: Set<Substring> = ["json", "allow-expired", "fresh", "header"]
 
     private static func get(_ arguments: [String]) -> VaultCommand.Get? {
         var values: [Substring: String] = [:]
@@ -114,6 +114,8 @@ enum FastPath {
         var http = HTTPOptions()
         http.httpDeadline = nil  // --http-deadline goes to ArgumentParser; the environment still counts
         command.http = http
+        command.header = flags.contains("header")
+        command.rejectedTokenFile = nil
         // ArgumentParser validates each option group and then the command; a line that fails
         // goes to it, so that the error is reported in its words (exit 64).
         do {

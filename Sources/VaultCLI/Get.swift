@@ -9,12 +9,21 @@ extension VaultCommand {
             commandName: "get",
             abstract: "Print a stored access token.",
             discussion: """
-                Prints the access token alone, so that this works:
+                Prints the access token alone, for a program that reads it from stdin or a pipe. \
+                With --header it prints an HTTP header line, which curl reads from stdin, so that the \
+                token is in no command line (ps shows every process's arguments):
 
-                  curl -H "Authorization: Bearer $(vault get github)" https://api.github.com/user
+                  vault get github --fresh --header | curl -H @- https://api.github.com/user
+
+                To hand a token to a program in its environment, use vault run.
 
                 A token that has expired, or expires within 60 seconds, exits with code 3 and prints \
                 nothing, unless --allow-expired is given.
+
+                A script whose request was refused (HTTP 401) asks for a new token with \
+                --rejected-token-file, giving the refused token on stdin (-) or in a file: the vault \
+                refreshes only if it still holds that token, so that many scripts refused at once \
+                make one refresh, and the others get the new token.
                 """
         )
 
@@ -31,12 +40,22 @@ extension VaultCommand {
         @Flag(help: "Refresh the token first if it expires within 60 s (needs a stored refresh description).")
         var fresh = false
 
+        @Flag(help: "Print an HTTP header line, Authorization: Bearer TOKEN, for curl -H @- (not with --json).")
+        var header = false
+
+        @Option(
+            help: ArgumentHelp(
+                "A file (- for stdin) holding the access token a server refused: refresh unless the vault already holds a newer one (implies --fresh).",
+                valueName: "path"), completion: .file())
+        var rejectedTokenFile: String?
+
         /// A token this close to its expiry counts as expired: the library's default leeway,
         /// which absorbs clock skew and the time a request takes.
         static let leeway: TimeInterval = 60
 
         func validate() throws {
             try global.validateConfiguration()
+            if header && json { throw ValidationError("Give --header or --json, not both.") }
         }
 
         func run() async throws {
@@ -47,10 +66,14 @@ extension VaultCommand {
             case .noVaultYet(let path, _):
                 throw VaultError(.notFound, "No token is stored for \(key): there is no vault yet at \(path).")
             }
+            let rejected = try rejectedToken()
             let stored: OAuthToken?
             var refreshed = false
             do {
-                if fresh {
+                if let rejected {
+                    (stored, refreshed) = try await RefreshCLI.tokenAfterRejection(
+                        of: rejected, vault, key: key, leeway: Self.leeway, client: try http.client())
+                } else if fresh {
                     (stored, refreshed) = try await RefreshCLI.freshToken(vault, key: key, leeway: Self.leeway, client: try http.client())
                 } else {
                     stored = try await vault.token(for: key)
@@ -76,6 +99,10 @@ extension VaultCommand {
                 }
                 throw VaultError(
                     .expired, "The token for \(key) \(state); refresh it, or use --allow-expired to print it anyway.")
+            }
+            if header {
+                try Output.line(try Self.authorizationHeader(for: token, key: key))
+                return
             }
             guard json else {
                 try Output.line(token.accessToken)

@@ -15,7 +15,9 @@ memory and every client is public. What it does, and what the tests rely on:
   its device authorization endpoint at ``POST /device_authorization`` and a verification
   page at ``/device`` where the "user" approves a user code (the tests post to it).
 * ``GET /api/me`` is a protected resource: it answers 200 with the user name for a live
-  access token and 401 for an unknown, expired or revoked one.
+  access token and 401 for an unknown, expired or revoked one. ``GET /api/held/ID`` answers the
+  same, but only after the test posts to ``/api/held/ID/release``; ``GET /api/held/ID/arrived``
+  answers once that request has arrived (so a test can look at the waiting client).
 * A confidential client, ``tokenvault-confidential``, authenticates with client_secret_basic or
   client_secret_post (its secret is CONFIDENTIAL_SECRET); a wrong secret gets ``invalid_client``.
 * The authorization code grant with PKCE (S256 required) at ``GET /authorize``, for loopback
@@ -198,6 +200,8 @@ class State:
         self.device_polls = {}
         # discovery document path -> requests served
         self.discovery_requests = {}
+        # hold id -> {"arrived": Event, "release": Event} (/api/held)
+        self.held = {}
 
     def counters(self, user):
         return self.stats.setdefault(
@@ -741,6 +745,30 @@ def create_app(expires_in):
             if token is None or token.is_expired() or token.is_revoked() or token.access_revoked:
                 return jsonify(error="invalid_token"), 401, {"WWW-Authenticate": 'Bearer error="invalid_token"'}
             return jsonify(user=token.user)
+
+    # A request to /api/held/ID is answered as /api/me is, but only once the test releases it
+    # (POST /api/held/ID/release): the test looks at the running client meanwhile. GET
+    # /api/held/ID/arrived answers once the request has arrived. Events, not sleeps; bounded.
+    def held(hold_id):
+        with STATE_LOCK:
+            return STATE.held.setdefault(hold_id, {"arrived": threading.Event(), "release": threading.Event()})
+
+    @app.get("/api/held/<hold_id>")
+    def held_me(hold_id):
+        entry = held(hold_id)
+        entry["arrived"].set()
+        if not entry["release"].wait(120):
+            return jsonify(error="never released"), 504
+        return me()
+
+    @app.get("/api/held/<hold_id>/arrived")
+    def held_arrived(hold_id):
+        return jsonify(arrived=held(hold_id)["arrived"].wait(120))
+
+    @app.post("/api/held/<hold_id>/release")
+    def held_release(hold_id):
+        held(hold_id)["release"].set()
+        return jsonify(ok=True)
 
     @app.get("/stats")
     def stats():

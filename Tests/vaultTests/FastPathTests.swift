@@ -24,6 +24,8 @@ import Testing
             "allow-expired=\(get.allowExpired)",
             "fresh=\(get.fresh)",
             "http-deadline=\(get.http.httpDeadline.map { "\($0)" } ?? "nil")",
+            "header=\(get.header)",
+            "rejected-token-file=\(get.rejectedTokenFile ?? "nil")",
         ]
     }
 
@@ -89,6 +91,8 @@ import Testing
         ["--backend", "postgres", "get", "fleet", "--key-file", "/k"],
         ["get", "github", "--backend", "auto"],
         ["get", "a=b", "c"],
+        ["get", "api", "--fresh", "--header"],
+        ["--file", "/v", "get", "--header", "api", "acct"],
     ]
 
     @Test func everyLineItReadsArgumentParserReadsToTheSameValues() throws {
@@ -109,6 +113,7 @@ import Testing
         ["get", "github", "octocat", "--json"],
         ["--backend", "file", "--file", "/v", "--key-file", "/k", "get", "github"],
         ["get", "github", "--fresh", "--backend=secret-service"],
+        ["get", "github", "--fresh", "--header"],
     ])
     func plainLinesAreRead(_ line: [String]) throws {
         guard case .get(let get)? = FastPath.parse(line) else {
@@ -139,6 +144,7 @@ import Testing
         ["get", "github", "--key-file", "/a", "--passphrase-file", "/b"], ["get", ""], ["get", "github", ""],
         ["get", "github", "--file", "get"], ["---completion", "get", "--", "--backend", "0", "0"],
         ["--generate-completion-script", "bash"], ["get", "github", "--version"], ["-", "get", "github"],
+        ["get", "github", "--header", "--json"], ["get", "github", "--rejected-token-file", "-"], ["--header", "get", "github"],
     ])
     func otherLinesAreLeftToArgumentParser(_ line: [String]) {
         #expect(FastPath.parse(line) == nil, "\(line)")

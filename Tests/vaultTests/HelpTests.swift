@@ -144,6 +144,10 @@ import Testing
           64  usage error (the command line)
           74  output could not be written (stdout or stderr full or closed); what
               the command did before, such as saving a token, stays done
+          126 vault run: the command cannot be run (nothing was started)
+          127 vault run: the command is not found (nothing was started)
+        Once its command has started, vault run exits with the command's status, or
+        128 + the signal that ended it.
 
         USAGE: vault [--backend <backend>] [--file <path>] [--key-file <path>] [--passphrase-file <path>] [--allow-insecure-permissions] <subcommand>
 
@@ -185,6 +189,8 @@ import Testing
                                   delete the entry.
           refresh                 Refresh a stored token now, with the refresh
                                   description stored with it.
+          run                     Run a command with fresh access tokens in its
+                                  environment, never on its command line.
           git-credential          A git credential helper backed by the vault (get,
                                   store, erase).
 

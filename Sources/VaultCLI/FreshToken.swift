@@ -1,0 +1,40 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
+import Foundation
+import TokenVault
+
+/// A token a command hands to another program (`vault run`): what `vault get --fresh` prints, or
+/// the error it exits with.
+enum FreshToken {
+    /// The token under `key`, refreshed first when it expires within ``VaultCommand/Get/leeway``
+    /// and the entry can be refreshed (one refresh across every process).
+    /// - Throws: `notFound` with no entry; `expired` when it has expired (or expires within the
+    ///   leeway) and cannot be refreshed; `invalidInput` for an entry that is not a token; the
+    ///   refresh's errors (`reauthenticationRequired`, `networkFailure`, …).
+    static func usable(_ vault: Vault, key: CredentialKey, now: Date = Date()) async throws -> OAuthToken {
+        let stored: OAuthToken?
+        let refreshed: Bool
+        do {
+            (stored, refreshed) = try await RefreshCLI.freshToken(vault, key: key, leeway: VaultCommand.Get.leeway)
+        } catch let error as VaultError where error.code == .invalidInput {
+            throw VaultError(
+                error.code, "\(error.message) Only tokens are handed to other programs; this entry is not shown.", underlying: error)
+        }
+        guard let token = stored else {
+            throw VaultError(.notFound, "No token is stored for \(key).")
+        }
+        // A token the refresh just got is as fresh as the server makes them.
+        if token.isExpired(at: now, leeway: refreshed ? 0 : VaultCommand.Get.leeway) {
+            let state: String
+            if let expiresAt = token.expiresAt, expiresAt > now {
+                state = "expires within \(Int(VaultCommand.Get.leeway)) s (at \(Output.timestamp(expiresAt)))"
+            } else {
+                state = "expired" + (token.expiresAt.map { " at \(Output.timestamp($0))" } ?? "")
+            }
+            throw VaultError(
+                .expired,
+                "The token for \(key) \(state), and the entry holds no refresh description; log in again (vault login) or store a new token (vault set).")
+        }
+        return token
+    }
+}
+#endif
