@@ -54,9 +54,8 @@ extension SecretServiceStore {
         /// On gnome-keyring, which item holds each key this connection has seen (see
         /// ``ItemPathCache``); unused with other providers.
         let itemCache = ItemPathCache()
-        /// How many operations have finished: once two have, the next subscribes ``itemCache``
-        /// to signals.
-        private var finishedOperations = 0
+        /// Whether an operation has finished: the next one subscribes ``itemCache`` to signals.
+        private var finishedAnOperation = false
         /// How many `SearchItems` calls this connection made (tests).
         var searches = 0
 
@@ -121,15 +120,14 @@ extension SecretServiceStore {
         /// the last one (other clients' changes) and returns what ``finishCacheOperation(_:)``
         /// compares with.
         ///
-        /// The signals are subscribed here, once two earlier operations of this connection have
-        /// finished, so that a one-shot command never subscribes: a `vault get` is one operation,
-        /// and a `vault set` two (it reads the entry first, to keep its client registration).
-        /// Subscribing cost two `AddMatch` calls for a cache such a command would never use. The subscription goes out before this
+        /// The signals are subscribed here, once an earlier operation of this connection has
+        /// finished, so that a one-shot command (one `vault get`) never subscribes: that cost two
+        /// `AddMatch` calls for a cache it would never use. The subscription goes out before this
         /// operation's first call on the same connection, and the bus daemon handles one sender's
         /// messages in order, so every change the provider makes after answering it is reported.
         /// Nothing learned before is remembered (``ItemPathCache`` remembers only while watching).
         func beginCacheOperation() -> (watching: Bool, foreignChanges: Int) {
-            if isGnomeKeyring, finishedOperations >= 2, !itemCache.isWatching, let owner {
+            if isGnomeKeyring, finishedAnOperation, !itemCache.isWatching, let owner {
                 itemCache.startWatching(connection, sender: owner)
             }
             GLibWorker.dispatchPendingSignals()
@@ -143,7 +141,7 @@ extension SecretServiceStore {
         func finishCacheOperation(_ start: (watching: Bool, foreignChanges: Int)) -> Bool {
             GLibWorker.dispatchPendingSignals()
             itemCache.endOperation()
-            finishedOperations += 1
+            finishedAnOperation = true
             return itemCache.foreignChanges == start.foreignChanges
         }
 
