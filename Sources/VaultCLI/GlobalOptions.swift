@@ -78,6 +78,9 @@ struct GlobalOptions: ParsableArguments {
         }
         if backend != nil { environment["TOKEN_VAULT_BACKEND"] = nil }
         var configuration = try VaultConfiguration.fromEnvironment(environment)
+        // One command, an operation or two: watching the keyring's item signals would cost two
+        // calls to the bus that it never recoups.
+        configuration.secretService.watchesChanges = false
         if let backend { configuration.backend = backend.backend }
         // Whatever its source: `vault` runs once and exits, so a memory vault would lose every
         // token it was given, and `vault migrate` would scrub the plist into it.

@@ -56,6 +56,8 @@ extension SecretServiceStore {
         let itemCache = ItemPathCache()
         /// Whether an operation has finished: the next one subscribes ``itemCache`` to signals.
         private var finishedAnOperation = false
+        /// Whether to subscribe at all (`SecretServiceStore.Options.watchesChanges`).
+        var watchesChanges = true
         /// How many `SearchItems` calls this connection made (tests).
         var searches = 0
 
@@ -121,13 +123,14 @@ extension SecretServiceStore {
         /// compares with.
         ///
         /// The signals are subscribed here, once an earlier operation of this connection has
-        /// finished, so that a one-shot command (one `vault get`) never subscribes: that cost two
-        /// `AddMatch` calls for a cache it would never use. The subscription goes out before this
+        /// finished, so that a one-shot `vault get` never subscribes: that cost two `AddMatch`
+        /// calls for a cache it would never use. The `vault` command turns watching off
+        /// altogether (a `vault set` reads the entry before it writes, two operations). The subscription goes out before this
         /// operation's first call on the same connection, and the bus daemon handles one sender's
         /// messages in order, so every change the provider makes after answering it is reported.
         /// Nothing learned before is remembered (``ItemPathCache`` remembers only while watching).
         func beginCacheOperation() -> (watching: Bool, foreignChanges: Int) {
-            if isGnomeKeyring, finishedAnOperation, !itemCache.isWatching, let owner {
+            if isGnomeKeyring, watchesChanges, finishedAnOperation, !itemCache.isWatching, let owner {
                 itemCache.startWatching(connection, sender: owner)
             }
             GLibWorker.dispatchPendingSignals()

@@ -60,11 +60,21 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
         public var unlockPrompt: Bool
         /// How long to wait for a person to answer an unlock prompt. Default 2 minutes.
         public var promptTimeout: Duration
+        /// Whether the store, on gnome-keyring, subscribes to the provider's item signals once its
+        /// first operation has finished, so that later operations skip the search for a key it
+        /// knows. On by default; a short-lived program that makes an operation or two (the `vault`
+        /// command) turns it off: the subscription costs two calls to the bus it would never
+        /// recoup.
+        public var watchesChanges: Bool
 
-        public init(timeout: Duration = .seconds(10), unlockPrompt: Bool? = nil, promptTimeout: Duration = .seconds(120)) {
+        public init(
+            timeout: Duration = .seconds(10), unlockPrompt: Bool? = nil, promptTimeout: Duration = .seconds(120),
+            watchesChanges: Bool = true
+        ) {
             self.timeout = timeout
             self.unlockPrompt = unlockPrompt ?? SessionBus.displayPresent(environment: ProcessInfo.processInfo.environment)
             self.promptTimeout = promptTimeout
+            self.watchesChanges = watchesChanges
         }
     }
 
@@ -92,7 +102,7 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
     private let logger: Logger
 
     private init(connection: Connection, options: Options, logger: Logger) {
-        self.link = Link(connection)
+        self.link = Link(connection, watchesChanges: options.watchesChanges)
         self.options = options
         self.logger = logger
     }
@@ -101,7 +111,12 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
     /// Read and replaced only on ``GLibWorker/shared``'s thread, one job at a time.
     private final class Link: @unchecked Sendable {
         var connection: Connection?
-        init(_ connection: Connection) { self.connection = connection }
+        /// ``Options/watchesChanges``, for every connection the link makes.
+        let watchesChanges: Bool
+        init(_ connection: Connection, watchesChanges: Bool) {
+            self.connection = connection
+            self.watchesChanges = watchesChanges
+        }
     }
 
     /// Connects to the Secret Service on the session bus and opens a transfer session.
@@ -115,6 +130,7 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
             throw VaultError(.backendUnavailable, "The Secret Service cannot be used: there is no D-Bus session bus (\(reason)).")
         }
         let timeout = options.timeout
+        let watchesChanges = options.watchesChanges
         let onTimeout = { @Sendable in
             VaultError(.timeout, "The Secret Service did not answer within \(timeout) while connecting.")
         }
@@ -123,7 +139,9 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
         // on that thread's context, which is drained around every call. Queued on a context nobody
         // runs, they would keep a dead connection alive, and a restarted bus could never be reached.
         let connection = try await GLibWorker.shared.run(timeout: timeout, onTimeout: onTimeout) { cancellable in
-            try Connection(bus: SessionBusReference(cancellable: cancellable.pointer), cancellable: cancellable.pointer)
+            let connection = try Connection(bus: SessionBusReference(cancellable: cancellable.pointer), cancellable: cancellable.pointer)
+            connection.watchesChanges = watchesChanges
+            return connection
         }
         logger.debug("connected to the Secret Service")
         return SecretServiceStore(connection: connection, options: options, logger: logger)
@@ -284,6 +302,7 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
         GLibWorker.dispatchPendingSignals()
         let bus = try SessionBusReference(cancellable: cancellable)
         let connection = try Connection(bus: bus, cancellable: cancellable)
+        connection.watchesChanges = link.watchesChanges
         link.connection = connection
         logger.debug("reconnected to the Secret Service")
         return connection

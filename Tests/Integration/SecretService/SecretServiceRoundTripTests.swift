@@ -101,9 +101,11 @@ import Testing
         #expect(try await monitor.calls().contains("ReadAlias"))
         await bus.stop()
     }
-    /// A one-shot `vault get` never subscribes to gnome-keyring's item and collection signals: it
+    /// A one-shot `vault get`, or a `vault set` (which reads the entry before it writes, to keep its
+    /// client registration), never subscribes to gnome-keyring's item and collection signals: it
     /// would never use what they keep fresh, and the two match rules cost two calls to the bus. A
-    /// store subscribes when its second operation begins (the control: the same monitor sees it).
+    /// library store subscribes when its second operation begins (the control: the same monitor
+    /// sees it).
     @Test func aOneShotCommandDoesNotSubscribeToItemSignals() async throws {
         let bus = try await PrivateBus.start()
         try await bus.startKeyring(password: "round-trip-test-password")
