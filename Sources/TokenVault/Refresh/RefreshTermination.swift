@@ -1,8 +1,6 @@
 import Synchronization
 
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 /// Keeps a termination signal from cutting a refresh in half.
 ///
@@ -17,7 +15,8 @@ import Synchronization
 /// RefreshTermination.holdDuringRefresh(notice: "myapp: finishing a token refresh before exiting\n")
 /// ```
 ///
-/// From then on, SIGTERM, SIGINT and SIGHUP end the process as they always did (their default
+/// From then on, SIGTERM, SIGINT and SIGHUP (those of them the process was not started ignoring,
+/// as under `nohup`) end the process as they always did (their default
 /// action, so the exit status is the usual 128 + signal) — except while a refresh of this process
 /// is between "the request is about to leave" and "the answer (or the server's verdict) is saved".
 /// Then the signal is held, `notice` is written to stderr once, and the process ends with that
@@ -51,6 +50,15 @@ public enum RefreshTermination: Sendable {
         }
         guard installed.exchange(true, ordering: .sequentiallyConsistent) == false else { return }
         for signal in heldSignals {
+            // A signal the process was started ignoring stays ignored, as shells leave it:
+            // `nohup vault …` must not end on the SIGHUP it was protected from (and `vault run`
+            // hands that disposition on to its command).
+            var current = sigaction()
+            if sigaction(signal, nil, &current) == 0,
+                unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self) == Int(bitPattern: 1)
+            {
+                continue
+            }
             var action = sigaction()
             action.__sigaction_handler.sa_handler = handle
             sigemptyset(&action.sa_mask)
