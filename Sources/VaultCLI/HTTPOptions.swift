@@ -1,3 +1,4 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import Foundation
 import TokenVault
@@ -50,3 +51,4 @@ struct HTTPOptions: ParsableArguments {
         return TokenEndpointClient(requestTimeout: min(TokenEndpointClient.defaultRequestTimeout, deadline), deadline: deadline)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -57,7 +58,7 @@ extension PostgresTests {
 
         /// Point 9: a row whose version is the 64-bit maximum made `vault set` trap (SIGILL, exit
         /// 132, registers on stderr). Arithmetic on database values never traps: it is damage.
-        @Test func aRowVersionAtTheMaximumIsDamageNotATrap() throws {
+        @Test func aRowVersionAtTheMaximumIsDamageNotATrap() async throws {
             let (postgres, sandbox, database, environment) = try setUp()
             #expect(try vault(sandbox, environment, ["set", "svc", "--expires-in", "3600"], stdin: "pg-token\n").status == 0)
             try postgres.sql(database, "UPDATE tokenvault_entries SET version = 9223372036854775807")
@@ -65,11 +66,18 @@ extension PostgresTests {
             for (arguments, stdin) in [(["set", "svc", "--expires-in", "3600"], "pg-token-2\n"), (["rekey", "--new-key-file", sandbox.root.appendingPathComponent("new.key").path], "")] {
                 if arguments[0] == "rekey" { try CLISandbox.writeKeyFile(sandbox.root.appendingPathComponent("new.key")) }
                 let result = try vault(sandbox, environment, arguments, stdin: stdin)
+                // Both open the row first (set keeps the entry's client registration), which no
+                // longer authenticates for its version: damage, exit 5.
                 #expect(result.status == 5, "vault \(arguments[0]): \(result)")
-                // set reaches the version arithmetic; rekey opens the row first, which fails.
-                if arguments[0] == "set" { #expect(result.stderr.contains("highest possible version"), "\(result.stderr)") }
                 #expect(!result.stderr.contains("Fatal error") && !result.stderr.contains("Stack dump"), "\(result.stderr)")
             }
+            // A save that does not read first reaches the version arithmetic itself.
+            let store = try await postgres.open(database, keySource: .keyFile(sandbox.keyFile.path))
+            defer { store.close() }
+            let error = await #expect(throws: VaultError.self) {
+                try await store.save(Data("pg-token-3".utf8), for: CredentialKey(service: "svc"), contentType: .text)
+            }
+            #expect(error?.code == .integrityFailure && error?.message.contains("highest possible version") == true, "\(String(describing: error))")
             #expect(try postgres.sql(database, "SELECT version, sealed FROM tokenvault_entries") == before)
         }
 
@@ -135,3 +143,4 @@ extension PostgresTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Synchronization
 import Testing
@@ -98,3 +99,4 @@ import Glibc
         await proxy.stop()
     }
 }
+#endif

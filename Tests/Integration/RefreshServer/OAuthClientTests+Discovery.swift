@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -105,3 +106,4 @@ extension OAuthClientTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -224,3 +225,4 @@ import TokenVault
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -174,3 +175,4 @@ extension RefreshCrossProcessTests {
         }
     }
 }
+#endif

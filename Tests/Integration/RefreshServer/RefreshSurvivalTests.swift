@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -141,3 +142,4 @@ extension RefreshCrossProcessTests {
         return entries.contains { (try? FileManager.default.destinationOfSymbolicLink(atPath: "\(directory)/\($0)")) == path }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
@@ -114,3 +115,4 @@ import FoundationNetworking
         #expect("\(error)".hasPrefix("invalid\\u{1B}[2J: \\u{1B}]52;c;"))
     }
 }
+#endif
