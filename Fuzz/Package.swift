@@ -50,7 +50,10 @@ let package = Package(
         ),
         .testTarget(
             name: "FuzzRegressionTests",
-            dependencies: [.product(name: "TokenVault", package: "TokenVault"), "FuzzHarness"],
+            dependencies: [
+                .product(name: "TokenVault", package: "TokenVault"), .product(name: "TokenVaultMigration", package: "TokenVault"),
+                "FuzzHarness",
+            ],
             resources: [.copy("Fixtures")],
             swiftSettings: strict
         ),

@@ -2,6 +2,7 @@ import Foundation
 import FuzzHarness
 import Testing
 import TokenVault
+import TokenVaultMigration
 
 /// Replays the inputs the fuzzers found worth keeping (Fixtures/fuzz/<target>/: crashers and
 /// corpus entries that reach deep paths) through the same properties the fuzz targets check
