@@ -269,11 +269,6 @@ public struct GitCredentialHelper: Sendable {
 
     /// Compares two secrets without stopping at the first difference.
     static func same(_ left: String, _ right: String) -> Bool {
-        let left = Array(left.utf8)
-        let right = Array(right.utf8)
-        guard left.count == right.count else { return false }
-        var difference: UInt8 = 0
-        for index in left.indices { difference |= left[index] ^ right[index] }
-        return difference == 0
+        Sodium.constantTimeEqual(left, right)
     }
 }

@@ -4,7 +4,7 @@ import Foundation
 
 /// libsodium, reached only through here (the one file that imports CSodium): initialisation,
 /// secure memory, randomness, BLAKE2b, SHA-256, subkeys, Argon2id and XChaCha20-Poly1305.
-enum Sodium {
+package enum Sodium {
     private static let initialized: Bool = sodium_init() >= 0
 
     /// Initialises libsodium once per process. Throws if it cannot (no entropy source).
@@ -248,6 +248,14 @@ enum Sodium {
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
         return a.withUnsafeBytes { x in b.withUnsafeBytes { y in sodium_memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 } }
+    }
+
+    /// Constant-time comparison of two strings' UTF-8 bytes (states, tokens, passwords): a length
+    /// difference is told at once, the bytes without stopping at the first difference.
+    package static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+        let (left, right) = (Array(a.utf8), Array(b.utf8))
+        guard left.count == right.count else { return false }
+        return left.isEmpty || constantTimeEqual(left, right)  // sodium_memcmp needs real buffers
     }
 
     /// Wipes ordinary memory that held a secret.
