@@ -35,21 +35,24 @@ final class LockFile: Sendable {
         } catch {
             throw Self.error(error, "open", path)
         }
+        // Checked before `self.fd` owns it: once it does, `deinit` closes it, and a second close
+        // here would close whatever descriptor another thread was given the same number meanwhile.
+        if let fd = opened {
+            let status: SystemCall.FileStatus
+            do {
+                status = try SystemCall.fstat(fd)
+            } catch {
+                VaultIO.close(fd)
+                throw Self.error(error, "inspect", path)
+            }
+            guard status.isRegularFile, status.isOwnedByCaller else {
+                VaultIO.close(fd)
+                throw VaultError(
+                    .insecurePermissions,
+                    "The vault lock file \(path) is not a regular file owned by this user (owner uid \(status.owner)); remove it.")
+            }
+        }
         fd = opened
-        guard let fd = opened else { return }
-        let status: SystemCall.FileStatus
-        do {
-            status = try SystemCall.fstat(fd)
-        } catch {
-            VaultIO.close(fd)
-            throw Self.error(error, "inspect", path)
-        }
-        guard status.isRegularFile, status.isOwnedByCaller else {
-            VaultIO.close(fd)
-            throw VaultError(
-                .insecurePermissions,
-                "The vault lock file \(path) is not a regular file owned by this user (owner uid \(status.owner)); remove it.")
-        }
     }
 
     private static func error(_ errno: Errno, _ operation: String, _ path: String) -> VaultError {
