@@ -45,7 +45,7 @@ final class FileWatch: @unchecked Sendable {  // used only under VaultFile's sta
         let directoryWatch = inotify_add_watch(fd, directory, directoryMask | UInt32(IN_ONLYDIR))
         let fileWatch = Self.addFileWatch(fd, fileFD: fileFD)
         guard directoryWatch >= 0, fileWatch >= 0 else {
-            close(fd)
+            SystemCall.close(fd)
             return nil
         }
         self.fd = fd
@@ -57,7 +57,7 @@ final class FileWatch: @unchecked Sendable {  // used only under VaultFile's sta
     /// (milliseconds), which the thread that dropped the store need not wait for.
     deinit {
         let fd = fd
-        DispatchQueue.global(qos: .utility).async { close(fd) }
+        DispatchQueue.global(qos: .utility).async { SystemCall.close(fd) }
     }
 
     /// Watches the inode open at `fileFD` (after a reload, the new file), by its /proc/self/fd

@@ -116,8 +116,16 @@ package enum SystemCall {
 
     /// Closes `fd`. Never retried: on Linux the descriptor is gone even when `close` reports
     /// `EINTR`, and a retry could close a descriptor another thread has just been given.
+    ///
+    /// swift-nio's rule: `EBADF` is a bug in this program, not a condition to handle. A
+    /// descriptor closed twice is one whose number another thread may have been given in
+    /// between, and the second close takes that thread's file from under it (a read of a key
+    /// file failed with `EBADF` that way once). Stopping at the first such close is safer than
+    /// going on with someone else's file closed.
     package static func close(_ fd: Int32) {
-        _ = Glibc.close(fd)
+        if Glibc.close(fd) == -1 && errno == EBADF {
+            preconditionFailure("close(\(fd)) of a descriptor that is not open: a double close")
+        }
     }
 
     // MARK: Reading
@@ -200,7 +208,7 @@ package enum SystemCall {
     /// `fsync`s a directory, so that a rename or a creation in it survives a crash.
     package static func syncDirectory(_ path: String) throws(Errno) {
         let fd = try open(path, O_RDONLY | O_DIRECTORY)
-        defer { close(fd) }
+        defer { Self.close(fd) }
         try hooked(.syncDirectory(path: path)) { Glibc.fsync(fd) }
     }
 

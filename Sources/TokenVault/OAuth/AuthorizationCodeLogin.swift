@@ -144,7 +144,7 @@ final class LoopbackListener: @unchecked Sendable {
         }
         guard bound == 0, listen(fd, 8) == 0 else {
             let error = Self.failure("listen on 127.0.0.1")
-            _ = Glibc.close(fd)
+            SystemCall.close(fd)
             throw error
         }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
@@ -153,7 +153,7 @@ final class LoopbackListener: @unchecked Sendable {
         }
         guard named == 0 else {
             let error = Self.failure("read the listening port")
-            _ = Glibc.close(fd)
+            SystemCall.close(fd)
             throw error
         }
         port = UInt16(bigEndian: address.sin_port)
@@ -164,7 +164,7 @@ final class LoopbackListener: @unchecked Sendable {
 
     func close() {
         guard descriptor >= 0 else { return }
-        _ = Glibc.close(descriptor)
+        SystemCall.close(descriptor)
         descriptor = -1
     }
 
@@ -191,7 +191,7 @@ final class LoopbackListener: @unchecked Sendable {
                 }
                 continue
             }
-            defer { _ = Glibc.close(connection) }
+            defer { SystemCall.close(connection) }
             // Another user's process: dropped unanswered, before a byte is read.
             guard Self.peerIsThisUser(connection, listeningPort: port) else { continue }
             guard let request = Self.readRequest(connection), request.host == "127.0.0.1:\(port)" else { continue }
