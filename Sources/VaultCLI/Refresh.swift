@@ -209,10 +209,15 @@ enum RefreshCLI {
     static func freshToken(
         _ vault: Vault, key: CredentialKey, leeway: TimeInterval, client: TokenEndpointClient = TokenEndpointClient()
     ) async throws -> (OAuthToken?, Bool) {
+        // One read of the entry: the library says whether the token came out of a refresh, and
+        // hands back a stale one it could not refresh for the caller to judge (exit 3).
         do {
-            return (try await vault.freshToken(for: key, leeway: leeway, client: client), true)
-        } catch let error as VaultError where error.code == .expired || error.code == .notFound {
-            return (try await vault.token(for: key), false)
+            switch try await vault.freshTokenOutcome(for: key, leeway: leeway, client: client) {
+            case .refreshed(let token): return (token, true)
+            case .current(let token), .stale(let token): return (token, false)
+            }
+        } catch let error as VaultError where error.code == .notFound {
+            return (nil, false)
         }
     }
 }

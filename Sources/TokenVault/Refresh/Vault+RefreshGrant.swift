@@ -73,21 +73,59 @@ extension Vault {
         timeout: Duration = .seconds(30),
         client: TokenEndpointClient = TokenEndpointClient()
     ) async throws -> OAuthToken {
+        switch try await freshTokenOutcome(for: key, leeway: leeway, timeout: timeout, client: client) {
+        case .current(let token), .refreshed(let token):
+            return token
+        case .stale:
+            throw VaultError(
+                .expired,
+                "The token for \(key) has expired, and the entry holds no client registration; store one (vault set or vault login with --token-url and --client-id) or refresh it yourself.")
+        }
+    }
+
+    /// What ``freshToken(for:leeway:timeout:client:)`` found, for a caller that needs to know
+    /// more than the token: whether it was fresh enough as stored, came out of a refresh, or is
+    /// stale and cannot be refreshed.
+    public enum FreshTokenOutcome: Sendable {
+        /// The stored token, which does not expire within the leeway; nothing was sent.
+        case current(OAuthToken)
+        /// The token a refresh got: this call's, or another task's or process's that this call
+        /// waited for. As fresh as the server makes them, whatever the leeway.
+        case refreshed(OAuthToken)
+        /// The stored token, which expires within the leeway (or has expired), of an entry that
+        /// holds no client registration: nothing could refresh it.
+        case stale(OAuthToken)
+
+        /// The token, whichever case.
+        public var token: OAuthToken {
+            switch self {
+            case .current(let token), .refreshed(let token), .stale(let token): token
+            }
+        }
+    }
+
+    /// As ``freshToken(for:leeway:timeout:client:)``, with one read of the entry, but a stale
+    /// token that cannot be refreshed is returned as ``FreshTokenOutcome/stale(_:)`` rather than
+    /// thrown, and a refreshed one says so: the `vault` command judges expiry once from this.
+    /// - Throws: as ``freshToken(for:leeway:timeout:client:)``, except `expired`.
+    public func freshTokenOutcome(
+        for key: CredentialKey,
+        leeway: TimeInterval = 60,
+        timeout: Duration = .seconds(30),
+        client: TokenEndpointClient = TokenEndpointClient()
+    ) async throws -> FreshTokenOutcome {
         guard let entry = try await storedEntry(for: key) else { throw Self.noToken(key) }
         // A rejected entry's token is never handed out as fresh, however long it has left.
         if let rejection = try entry.refreshTokenRejected() { throw Self.reauthenticationRequired(key, rejection) }
         let now = client.clock.now
         if !entry.token.isExpired(at: now(), leeway: leeway) {
-            return entry.token
+            return .current(entry.token)
         }
-        guard entry.refresh != nil else {
-            throw VaultError(
-                .expired,
-                "The token for \(key) has expired, and the entry holds no client registration; store one (vault set or vault login with --token-url and --client-id) or refresh it yourself.")
-        }
-        return try await flight(
-            key, need: .expiring(leeway: leeway, seen: entry.token), timeout: timeout, now: now,
-            operation: Self.grant(client, key: key))
+        guard entry.refresh != nil else { return .stale(entry.token) }
+        return .refreshed(
+            try await flight(
+                key, need: .expiring(leeway: leeway, seen: entry.token), timeout: timeout, now: now,
+                operation: Self.grant(client, key: key)))
     }
 
     /// Refreshes the token under `key` now, whether or not it has expired, with its stored

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import TokenVault
+import TokenVaultTesting
 
 /// `Vault.freshToken` on a ``MemoryStore``: single flight within a process and every error path.
 @Suite struct RefreshFreshTokenTests {
@@ -374,5 +375,45 @@ import Testing
 
         #expect(await recorder.calls == 1)
         #expect(Set(tokens.map(\.accessToken)) == ["access-new-1"])
+    }
+}
+
+/// `Vault.freshTokenOutcome`: one read, and the caller learns which of the three things happened
+/// (the `vault` command judges expiry from it once).
+@Suite struct FreshTokenOutcomeTests {
+    @Test func aTokenFreshAsStoredIsCurrentAndNothingIsSent() async throws {
+        let endpoint = FakeTokenEndpoint()
+        let vault = Vault(store: MemoryStore())
+        let key = try RefreshFixtures.key()
+        let issued = try await endpoint.issueToken(expiresIn: 3_600)
+        try await vault.saveToken(issued, for: key, registration: try endpoint.registration())
+        let outcome = try await vault.freshTokenOutcome(for: key, leeway: 60, client: endpoint.client)
+        guard case .current(let token) = outcome else { Issue.record("\(outcome)"); return }
+        #expect(token.accessToken == issued.accessToken)
+        #expect(await endpoint.requestCount == 0)
+    }
+
+    @Test func aStaleTokenWithARegistrationIsRefreshedAndSaysSo() async throws {
+        let endpoint = FakeTokenEndpoint(lifetime: 30)
+        let vault = Vault(store: MemoryStore())
+        let key = try RefreshFixtures.key()
+        let issued = try await endpoint.issueToken(expiresIn: 0)
+        try await vault.saveToken(issued, for: key, registration: try endpoint.registration())
+        // The server's lifetime (30 s) is inside the leeway (60 s): still `.refreshed`, not stale.
+        let outcome = try await vault.freshTokenOutcome(for: key, leeway: 60, client: endpoint.client)
+        guard case .refreshed(let token) = outcome else { Issue.record("\(outcome)"); return }
+        #expect(token.accessToken != issued.accessToken)
+        #expect(await endpoint.refreshCount == 1)
+    }
+
+    @Test func aStaleTokenWithoutARegistrationIsHandedBackNotThrown() async throws {
+        let vault = Vault(store: MemoryStore())
+        let key = try RefreshFixtures.key()
+        try await vault.saveToken(RefreshFixtures.expired(), for: key)
+        let outcome = try await vault.freshTokenOutcome(for: key)
+        guard case .stale(let token) = outcome else { Issue.record("\(outcome)"); return }
+        #expect(token.accessToken == RefreshFixtures.expired().accessToken)
+        // The plain call still throws `expired` for it, as documented.
+        await #expect(throws: VaultError.self) { _ = try await vault.freshToken(for: key) }
     }
 }
