@@ -21,10 +21,10 @@ extension VaultCommand {
             switch try await global.openExistingVault() {
             case .opened(let opened, _): vault = opened
             case .noVaultYet(let path, _):
-                throw VaultError(.notFound, "No entry is stored for \(key): there is no vault yet at \(path).")
+                throw VaultError.nothingStored("entry", for: key, noVaultAt: path)
             }
             guard try await vault.deleteSecret(for: key) else {
-                throw VaultError(.notFound, "No entry is stored for \(key).")
+                throw VaultError.nothingStored("entry", for: key)
             }
             try Output.note("Deleted \(key).")
         }

@@ -20,19 +20,13 @@ enum FreshToken {
                 error.code, "\(error.message) Only tokens are handed to other programs; this entry is not shown.", underlying: error)
         }
         guard let token = stored else {
-            throw VaultError(.notFound, "No token is stored for \(key).")
+            throw VaultError.nothingStored(for: key)
         }
         // A token the refresh just got is as fresh as the server makes them.
         if token.isExpired(at: now, leeway: refreshed ? 0 : VaultCommand.Get.leeway) {
-            let state: String
-            if let expiresAt = token.expiresAt, expiresAt > now {
-                state = "expires within \(Int(VaultCommand.Get.leeway)) s (at \(Output.timestamp(expiresAt)))"
-            } else {
-                state = "expired" + (token.expiresAt.map { " at \(Output.timestamp($0))" } ?? "")
-            }
-            throw VaultError(
-                .expired,
-                "The token for \(key) \(state), and the entry holds no refresh description; log in again (vault login) or store a new token (vault set).")
+            throw VaultError.staleToken(
+                token, for: key, leeway: VaultCommand.Get.leeway, now: now,
+                advice: ", and the entry holds no refresh description; log in again (vault login) or store a new token (vault set).")
         }
         return token
     }

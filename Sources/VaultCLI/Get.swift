@@ -64,7 +64,7 @@ extension VaultCommand {
             switch try await global.openExistingVault() {
             case .opened(let opened, _): vault = opened
             case .noVaultYet(let path, _):
-                throw VaultError(.notFound, "No token is stored for \(key): there is no vault yet at \(path).")
+                throw VaultError.nothingStored(for: key, noVaultAt: path)
             }
             let rejected = try rejectedToken()
             let stored: OAuthToken?
@@ -85,20 +85,14 @@ extension VaultCommand {
                     underlying: error)
             }
             guard let token = stored else {
-                throw VaultError(.notFound, "No token is stored for \(key).")
+                throw VaultError.nothingStored(for: key)
             }
             let now = Date()
             // A token --fresh just got from the server is as fresh as the server makes them.
             let expired = token.isExpired(at: now, leeway: refreshed ? 0 : Self.leeway)
             if expired && !allowExpired {
-                let state: String
-                if let expiresAt = token.expiresAt, expiresAt > now {
-                    state = "expires within \(Int(Self.leeway)) s (at \(Output.timestamp(expiresAt)))"
-                } else {
-                    state = "expired" + (token.expiresAt.map { " at \(Output.timestamp($0))" } ?? "")
-                }
-                throw VaultError(
-                    .expired, "The token for \(key) \(state); refresh it, or use --allow-expired to print it anyway.")
+                throw VaultError.staleToken(
+                    token, for: key, leeway: Self.leeway, now: now, advice: "; refresh it, or use --allow-expired to print it anyway.")
             }
             if header {
                 try Output.line(try Self.authorizationHeader(for: token, key: key))

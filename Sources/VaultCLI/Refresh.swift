@@ -198,7 +198,7 @@ enum RefreshCLI {
         switch try await global.openExistingVault() {
         case .opened(let vault, _): return vault
         case .noVaultYet(let path, _):
-            throw VaultError(.notFound, "No token is stored for \(key): there is no vault yet at \(path).")
+            throw VaultError.nothingStored(for: key, noVaultAt: path)
         }
     }
 

@@ -132,8 +132,7 @@ extension VaultCommand {
             switch try await global.openExistingVault() {
             case .opened(let opened, _): vault = opened
             case .noVaultYet(let path, _):
-                throw VaultError(
-                    .notFound, "No token is stored for \(bindings[0].key): there is no vault yet at \(path). \(command) was not started.")
+                throw VaultError.nothingStored(for: bindings[0].key, noVaultAt: path, then: "\(command) was not started.")
             }
             var values: [(String, String)] = []
             var fetched: [CredentialKey: String] = [:]
