@@ -91,76 +91,44 @@ struct DefaultsMigration {
         report.entries = [entry]
         report.warnings = Self.warnings
 
-        // 2. Refuse to replace a different token unless told to.
-        let previous = try await vault.store.load(entry)
-        var alreadyThere = false
-        if let previous {
-            let existing = try? OAuthToken(storedForm: previous)
-            if let existing, existing.accessToken == group.token.accessToken,
-                existing.refreshToken == group.token.refreshToken, existing.idToken == group.token.idToken
-            {
-                alreadyThere = true
-            } else if !options.overwrite {
-                throw VaultError(
-                    .alreadyExists,
-                    "The vault already holds a different entry for \(entry); nothing was changed. To replace it, migrate with MigrationOptions.overwrite (vault migrate --overwrite)."
-                )
-            }
+        // 2. Refuse to replace a different token unless told to. The comparison is of tokens,
+        // not of stored forms: the same token saved by another version compares equal.
+        let stored = try group.token.storedForm()
+        let transfer = EntryTransfer(into: vault, destinationName: "the vault")
+        let plan = try await transfer.plan(
+            [EntryTransfer.Item(key: entry, secret: stored, contentType: .json)], overwrite: options.overwrite
+        ) { existing, _ in
+            guard let existing = try? OAuthToken(storedForm: existing) else { return false }
+            return existing.accessToken == group.token.accessToken && existing.refreshToken == group.token.refreshToken
+                && existing.idToken == group.token.idToken
+        }
+        let alreadyThere = !plan.alreadyThere.isEmpty
+        if !plan.conflicts.isEmpty && !options.overwrite {
+            throw VaultError(
+                .alreadyExists,
+                "The vault already holds a different entry for \(entry); nothing was changed. To replace it, migrate with MigrationOptions.overwrite (vault migrate --overwrite)."
+            )
         }
         if options.dryRun {
             if alreadyThere { report.mark(group.keys, .alreadyInVault) }
             return report
         }
 
-        // 3. Write, and 4. read back and compare.
-        var wrote = false
-        do {
-            if !alreadyThere {
-                let stored = try group.token.storedForm()
-                wrote = true
-                try await vault.store.save(stored, for: entry, contentType: .json)
-                guard let readBack = try await vault.store.load(entry), readBack == stored else {
-                    throw VaultError(
-                        .integrityFailure, "The token written to \(entry) did not read back the same; nothing was migrated.")
-                }
-            }
-            // 5. Only then rewrite the plist without the migrated keys.
-            if options.removeSource {
-                let data = try document.serialized(removing: group.paths)
-                // Once this returns, the plist no longer holds the tokens: from here on nothing
-                // may throw into the rollback below. A late problem comes back as a warning.
-                let warning = try document.replace(with: data)
-                report.sourceRewritten = true
-                if let warning { report.warnings.append(warning) }
-            }
-        } catch {
-            if wrote {
-                try await rollBack(entry, to: previous, after: error)
-            }
-            throw error
+        // 3. Write, 4. read back and compare, and 5. only then rewrite the plist without the
+        // migrated keys; the engine puts the entry back if any of them fails.
+        try await transfer.apply(plan) {
+            guard options.removeSource else { return }
+            let data = try document.serialized(removing: group.paths)
+            // Once this returns, the plist no longer holds the tokens: from here on nothing
+            // may throw into the rollback. A late problem comes back as a warning.
+            let warning = try document.replace(with: data)
+            report.sourceRewritten = true
+            if let warning { report.warnings.append(warning) }
         }
         report.mark(group.keys, alreadyThere ? .alreadyInVault : (options.removeSource ? .migrated : .copied))
         vault.logger.info(
             "migrated defaults tokens", metadata: ["plist": "\(document.path)", "entry": "\(entry)", "keys": "\(group.keys)"])
         return report
-    }
-
-    /// Puts `entry` back as it was before the migration wrote it.
-    private func rollBack(_ entry: CredentialKey, to previous: Data?, after error: any Error) async throws {
-        do {
-            if let previous {
-                try await vault.store.save(previous, for: entry, contentType: .json)
-            } else {
-                try await vault.store.delete(entry)
-            }
-        } catch let rollbackError {
-            let reason = (error as? VaultError)?.message ?? "\(type(of: error))"
-            throw VaultError(
-                (error as? VaultError)?.code ?? .io,
-                "\(reason) Restoring \(entry) in the vault also failed (\((rollbackError as? VaultError)?.message ?? "\(type(of: rollbackError))")); check it with `vault get`.",
-                underlying: rollbackError
-            )
-        }
     }
 }
 

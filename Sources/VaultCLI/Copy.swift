@@ -77,61 +77,23 @@ extension VaultCommand {
             }
             let destination = try await open(to, creating: true, keySource: override)
             // 2. Collisions: equal values are already copied; other values need --overwrite.
-            var toWrite: [(key: CredentialKey, secret: Data, previous: Data?)] = []
-            var same = 0
-            var conflicts: [CredentialKey] = []
-            for entry in entries {
-                let existing = try await destination.secret(for: entry.key)
-                if existing == entry.secret {
-                    same += 1
-                } else {
-                    if existing != nil && !overwrite { conflicts.append(entry.key) }
-                    toWrite.append((entry.key, entry.secret, existing))
-                }
-            }
-            guard conflicts.isEmpty else {
-                let shown = conflicts.prefix(5).map(\.description).joined(separator: ", ")
+            // 3. Write, 4. read back and compare; undo on any failure: the engine the migration uses.
+            let transfer = EntryTransfer(into: destination, destinationName: "the \(to.rawValue) backend")
+            let plan = try await transfer.plan(
+                entries.map { EntryTransfer.Item(key: $0.key, secret: $0.secret, contentType: EntryTransfer.contentType(of: $0.secret)) },
+                overwrite: overwrite)
+            guard plan.conflicts.isEmpty || overwrite else {
+                let shown = plan.conflicts.prefix(5).map(\.description).joined(separator: ", ")
                 throw VaultError(
                     .alreadyExists,
-                    "The \(to.rawValue) backend already holds \(conflicts.count) of these entries with other values (\(shown)\(conflicts.count > 5 ? ", …" : "")); nothing was copied. Give --overwrite to replace them.")
+                    "The \(to.rawValue) backend already holds \(plan.conflicts.count) of these entries with other values (\(shown)\(plan.conflicts.count > 5 ? ", …" : "")); nothing was copied. Give --overwrite to replace them.")
             }
-            // 3. Write, 4. read back and compare; undo on any failure.
-            do {
-                try await destination.store.saveAll(
-                    toWrite.map { (key: $0.key, secret: $0.secret, contentType: Self.contentType(of: $0.secret)) })
-                for entry in toWrite {
-                    guard try await destination.secret(for: entry.key) == entry.secret else {
-                        throw VaultError(.integrityFailure, "The entry \(entry.key) read back from the \(to.rawValue) backend differs from what was written.")
-                    }
-                }
-            } catch {
-                await undo(toWrite, in: destination)
-                throw error
-            }
+            try await transfer.apply(plan)
+            let written = plan.toWrite.count
+            let same = plan.alreadyThere.count
             try Output.note(
-                "Copied \(toWrite.count) \(toWrite.count == 1 ? "entry" : "entries") from \(from.rawValue) to \(to.rawValue)"
+                "Copied \(written) \(written == 1 ? "entry" : "entries") from \(from.rawValue) to \(to.rawValue)"
                     + (same > 0 ? "; \(same) already there with the same value" : "") + ". The source is unchanged.")
-        }
-
-        /// Puts back what the destination held before (or removes what it did not hold).
-        private func undo(_ written: [(key: CredentialKey, secret: Data, previous: Data?)], in destination: Vault) async {
-            for entry in written {
-                do {
-                    if let previous = entry.previous {
-                        try await destination.store.save(previous, for: entry.key, contentType: Self.contentType(of: previous))
-                    } else {
-                        try await destination.deleteSecret(for: entry.key)
-                    }
-                } catch {
-                    do {
-                        try Output.warning("Could not undo the copy of \(entry.key) in the \(to.rawValue) backend: \((error as? VaultError)?.message ?? "\(type(of: error))").")
-                    } catch {}
-                }
-            }
-        }
-
-        private static func contentType(of secret: Data) -> SecretContentType {
-            (try? JSONSerialization.jsonObject(with: secret)) is [String: Any] ? .json : .binary
         }
 
         /// The configuration of one side: the global options, with the side's backend.
