@@ -96,7 +96,7 @@ struct VaultCommand: AsyncParsableCommand {
 
 /// Carries the parsed command into the task that runs it. The command is a value parsed from the
 /// command line and only that task touches it after the hand-over.
-private final class CommandBox: @unchecked Sendable {
+private final class CommandBox: @unchecked Sendable {  // a parsed command, touched by one task after the hand-over
     private var command: any AsyncParsableCommand
 
     init(command: any AsyncParsableCommand) {

@@ -91,7 +91,7 @@ public final class EncryptedFileStore: CredentialStore, Sendable {
     }
 
     /// A body that lets go of what it captured as soon as it has run.
-    private final class Job<Value: Sendable>: @unchecked Sendable {
+    private final class Job<Value: Sendable>: @unchecked Sendable {  // run once, on the store's serial queue
         private var body: (@Sendable () throws -> Value)?
         init(_ body: @escaping @Sendable () throws -> Value) { self.body = body }
         /// Runs the body once, on the store's queue, and drops it.

@@ -7,7 +7,7 @@
 /// ``withBytes(count:_:)`` and again when freed.
 // @unchecked: it owns a `sodium_malloc` pointer, which Swift cannot check; one caller uses it at
 // a time (ScratchPool lends it out and takes it back).
-final class SecureBuffer: @unchecked Sendable {
+final class SecureBuffer: @unchecked Sendable {  // a sodium_malloc pointer, lent to one caller at a time
     private var pointer: UnsafeMutableRawPointer?
     private(set) var capacity: Int = 0
 

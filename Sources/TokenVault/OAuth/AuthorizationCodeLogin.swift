@@ -127,7 +127,7 @@ public struct AuthorizationCodeLogin: Sendable {
 }
 
 /// A one-shot HTTP listener on `127.0.0.1` and a port the kernel picks, for the redirect.
-final class LoopbackListener: @unchecked Sendable {
+final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, used by the one login task that made it
     private var descriptor: Int32
     let port: UInt16
 

@@ -7,7 +7,7 @@ internal import CLibSecret
 /// `g_cancellable_cancel` is thread-safe, so the deadline timer and the task's cancellation
 /// handler may fire it from any thread while a blocking libsecret call on the worker thread
 /// waits on it.
-final class OperationCancellable: @unchecked Sendable {
+final class OperationCancellable: @unchecked Sendable {  // a GCancellable, which GLib lets any thread fire
     let pointer: UnsafeMutablePointer<GCancellable>
 
     init() {
@@ -80,7 +80,7 @@ private final class Completion<Value: Sendable>: Sendable {
 ///
 /// Every call has a deadline. When it passes, the call's `GCancellable` fires and the caller gets
 /// a `timeout` error at once, even if the C call has not returned yet.
-final class GLibWorker: @unchecked Sendable {
+final class GLibWorker: @unchecked Sendable {  // a GMainContext and its thread; jobs are handed over under a lock
     static let shared = GLibWorker(name: "TokenVault.SecretService")
     static let detached = GLibWorker()
 

@@ -25,7 +25,7 @@ internal import CLibSecret
 ///   returned, every change made before the provider handled it has been reported.
 ///
 /// Used on ``GLibWorker/shared``'s thread only.
-final class ItemPathCache: @unchecked Sendable {
+final class ItemPathCache: @unchecked Sendable {  // used on GLibWorker's thread only
     enum Change: Int32 {
         case created = 1  // TV_ITEM_CREATED
         case deleted = 2  // TV_ITEM_DELETED

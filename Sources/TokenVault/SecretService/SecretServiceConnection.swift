@@ -30,7 +30,7 @@ extension SecretServiceStore {
     /// Every method blocks and must run on ``GLibWorker/shared``; each takes the call's
     /// `GCancellable`. Each `GError` is fresh (`nil` before the call) and freed by
     /// ``GLibError/take(_:while:)``.
-    final class Connection: @unchecked Sendable {
+    final class Connection: @unchecked Sendable {  // GLib handles, used on GLibWorker's thread only
         private let bus: SessionBusReference
         let service: UnsafeMutablePointer<SecretService>
         var connection: OpaquePointer { bus.connection }

@@ -50,7 +50,7 @@ internal import CLibSecret
 /// get is a search plus a read). It never autolaunches a bus and never exits the process when
 /// the bus goes away, unlike GIO's shared session-bus connection. When the provider or the bus
 /// restarts, the next call reconnects by itself: a long-running process needs no new store.
-public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
+public final class SecretServiceStore: CredentialStore, @unchecked Sendable {  // GLib handles, used on GLibWorker's thread only
     /// How the store talks to the Secret Service.
     public struct Options: Sendable {
         /// The deadline of every call that does not wait for a person. Default 10 s.
@@ -109,7 +109,7 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {
 
     /// The store's connection, replaced when it goes stale (the provider or the bus restarted).
     /// Read and replaced only on ``GLibWorker/shared``'s thread, one job at a time.
-    private final class Link: @unchecked Sendable {
+    private final class Link: @unchecked Sendable {  // replaced only on GLibWorker's thread
         var connection: Connection?
         /// ``Options/watchesChanges``, for every connection the link makes.
         let watchesChanges: Bool

@@ -4,7 +4,7 @@ internal import CLibSecret
 extension SecretServiceStore {
     /// The session bus, connected: a reference to GIO's shared connection, with exit-on-close
     /// turned off.
-    final class SessionBusReference: @unchecked Sendable {
+    final class SessionBusReference: @unchecked Sendable {  // a GDBusConnection reference; GDBus connections are thread-safe
         let connection: OpaquePointer
 
         /// Connects. Blocking, bounded by `cancellable`; run it on ``GLibWorker/shared``, whose
