@@ -56,12 +56,13 @@ extension VaultCommand.Get {
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 4096)
         while data.count <= 64 * 1024 {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count == 0 { return data }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw VaultError(.invalidInput, "The rejected token could not be read from \(name): \(String(cString: strerror(errno))).")
+            let count: Int
+            do {
+                count = try buffer.withUnsafeMutableBytes { raw in try SystemCall.read(fd, into: raw) }
+            } catch {
+                throw VaultError(.invalidInput, "The rejected token could not be read from \(name): \(String(cString: strerror((error as? Errno)?.rawValue ?? EIO))).")
             }
+            if count == 0 { return data }
             data.append(contentsOf: buffer[0..<count])
         }
         throw VaultError(.invalidInput, "\(name) holds more than 64 KiB; give the one access token the server refused.")

@@ -151,11 +151,13 @@ extension VaultCommand {
             var data = Data()
             var chunk = [UInt8](repeating: 0, count: 4096)
             while data.count < limit {
-                let count = chunk.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, min($0.count, limit - data.count)) }
-                if count < 0 {
-                    let code = errno
-                    if code == EINTR { continue }
-                    throw VaultError(.io, "Could not read the credential request from standard input: \(String(cString: strerror(code))).")
+                let count: Int
+                do {
+                    count = try chunk.withUnsafeMutableBytes { raw in
+                        try SystemCall.read(STDIN_FILENO, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<min(raw.count, limit - data.count)]))
+                    }
+                } catch {
+                    throw VaultError(.io, "Could not read the credential request from standard input: \(String(cString: strerror((error as? Errno)?.rawValue ?? EIO))).")
                 }
                 if count == 0 { break }
                 data.append(contentsOf: chunk[0..<count])

@@ -1,5 +1,6 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import Foundation
+import TokenVault
 
 import Glibc
 
@@ -41,17 +42,10 @@ enum Output {
 
     /// Writes all of `data` to `stream`, retrying interrupted and partial writes.
     static func write(_ data: Data, to stream: OutputFailure.Stream) throws {
-        try data.withUnsafeBytes { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let written = Glibc.write(stream.descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                if written < 0 {
-                    let code = errno
-                    if code == EINTR { continue }
-                    throw OutputFailure(stream: stream, errno: code)
-                }
-                offset += written
-            }
+        do {
+            try data.withUnsafeBytes { bytes in try SystemCall.writeAll(stream.descriptor, bytes) }
+        } catch {
+            throw OutputFailure(stream: stream, errno: (error as? Errno)?.rawValue ?? EIO)
         }
     }
 

@@ -54,8 +54,7 @@ enum Terminal {
         let scratch = try SecretBytes(count: maximumLength) { buffer in
             var byte: UInt8 = 0
             while true {
-                let count = read(input, &byte, 1)
-                if count < 0 && errno == EINTR { continue }
+                let count = (try? withUnsafeMutableBytes(of: &byte) { raw in try SystemCall.read(input, into: raw) }) ?? -1
                 guard count == 1 else {
                     cancelled = length == 0 && !tooLong
                     return
@@ -139,15 +138,8 @@ enum Terminal {
 
     private static func show(_ fd: Int32, _ text: String) {
         var text = text
-        text.withUTF8 { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let written = write(fd, bytes.baseAddress!.advanced(by: offset), bytes.count - offset)
-                if written < 0 && errno == EINTR { continue }
-                if written <= 0 { return }
-                offset += written
-            }
-        }
+        // A prompt that cannot be shown is not a reason to stop: the read that follows fails.
+        text.withUTF8 { bytes in _ = try? SystemCall.writeAll(fd, UnsafeRawBufferPointer(bytes)) }
     }
 }
 #endif

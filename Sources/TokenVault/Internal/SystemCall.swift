@@ -195,6 +195,15 @@ package enum SystemCall {
         try hooked(.truncate(path: path, size: size)) { Glibc.ftruncate(fd, off_t(size)) }
     }
 
+    /// Writes all of `bytes` to `fd` (a pipe, a terminal, a socket): partial writes are
+    /// continued and `EINTR` retried.
+    package static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(Errno) {
+        var done = 0
+        while done < bytes.count {
+            done += try retrying { Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done) }
+        }
+    }
+
     /// `fdatasync`: the data and the size, which is all an append needs.
     package static func syncData(_ fd: Int32, path: String) throws(Errno) {
         try hooked(.sync(path: path)) { Glibc.fdatasync(fd) }
