@@ -31,7 +31,7 @@ extension VaultCommand {
         @OptionGroup var entry: EntryArguments
         @OptionGroup var http: HTTPOptions
 
-        @Flag(help: "Print the whole token as JSON, with RFC 6749 field names, expires_at and expired.")
+        @Flag(help: "Print the whole token as JSON, with RFC 6749 field names, expires_at, expired and expires_within_leeway.")
         var json = false
 
         @Flag(help: "Print the token even if it has expired.")
@@ -102,6 +102,9 @@ extension VaultCommand {
                 try Output.line(token.accessToken)
                 return
             }
+            // `expired` only once the expiry has passed; a token inside the 60 s leeway (which
+            // exits 3 without --allow-expired, all the same) says expires_within_leeway instead.
+            let pastExpiry = token.isExpired(at: now, leeway: 0)
             try Output.json([
                 "access_token": token.accessToken,
                 "token_type": token.tokenType,
@@ -109,7 +112,8 @@ extension VaultCommand {
                 "scope": token.scope ?? NSNull(),
                 "id_token": token.idToken ?? NSNull(),
                 "expires_at": token.expiresAt.map(Output.timestamp) ?? NSNull(),
-                "expired": expired,
+                "expired": pastExpiry,
+                "expires_within_leeway": !pastExpiry && token.isExpired(at: now, leeway: Self.leeway),
             ] as [String: Any])
         }
     }

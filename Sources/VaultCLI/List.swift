@@ -22,7 +22,7 @@ extension VaultCommand {
         @Argument(help: "Only the entries of this service.")
         var service: String?
 
-        @Flag(help: "Print a JSON array of {service, account, expires_at, expired, kind, refresh}.")
+        @Flag(help: "Print a JSON array of {service, account, expires_at, expired, expires_within_leeway, kind, refresh}.")
         var json = false
 
         func validate() throws {
@@ -39,7 +39,7 @@ extension VaultCommand {
                 return
             }
             // `refresh` is a Refreshability name: self, rejected, no-refresh-token, no-description, none.
-            var rows: [(key: CredentialKey, expiresAt: Date?, expired: Bool, kind: String, refresh: Refreshability?)] = []
+            var rows: [(key: CredentialKey, expiresAt: Date?, expired: Bool, withinLeeway: Bool, kind: String, refresh: Refreshability?)] = []
             // Entries that could not be read (a token in a format version this release does not know,
             // which any program of the user can put in the keyring) are listed, named, and make the
             // exit status that of their error, once everything else is listed.
@@ -53,12 +53,16 @@ extension VaultCommand {
                     entry = nil
                 } catch let error as VaultError where error.code == .unsupportedVersion {
                     unreadable.append((key, error))
-                    rows.append((key, nil, false, "unreadable", nil))
+                    rows.append((key, nil, false, false, "unreadable", nil))
                     continue
                 }
                 let token = entry?.token
+                // Expired: past its expiry. Within the leeway: not yet, but `vault get` would refuse it.
+                let now = Date()
+                let expired = token?.isExpired(at: now, leeway: 0) ?? false
+                let withinLeeway = !expired && (token?.isExpired(at: now, leeway: VaultCommand.Get.leeway) ?? false)
                 rows.append((
-                    key, token?.expiresAt, token?.isExpired() ?? false, token != nil ? "token" : "secret",
+                    key, token?.expiresAt, expired, withinLeeway, token != nil ? "token" : "secret",
                     entry?.refreshability()
                 ))
             }
@@ -68,6 +72,7 @@ extension VaultCommand {
                         [
                             "service": $0.key.service, "account": $0.key.account,
                             "expires_at": $0.expiresAt.map(Output.timestamp) ?? NSNull(), "expired": $0.expired,
+                            "expires_within_leeway": $0.withinLeeway,
                             "kind": $0.kind, "refresh": $0.refresh.map { $0.name as Any } ?? NSNull(),
                         ] as [String: Any]
                     })
@@ -79,7 +84,7 @@ extension VaultCommand {
                     + rows.map {
                         [
                             $0.key.displayService, $0.key.displayAccount, $0.expiresAt.map(Output.timestamp) ?? "-",
-                            $0.kind == "token" ? ($0.expired ? "expired" : "valid") : $0.kind,
+                            $0.kind == "token" ? ($0.expired ? "expired" : $0.withinLeeway ? "expiring" : "valid") : $0.kind,
                             $0.refresh.map(Self.refreshColumn) ?? "-",
                         ]
                     }

@@ -29,10 +29,36 @@ import TokenVault
         #expect(object["token_type"] as? String == "bearer")
         #expect(object["scope"] as? String == "repo user")
         #expect(object["expired"] as? Bool == false)
+        #expect(object["expires_within_leeway"] as? Bool == false)
         #expect(object.keys.contains("id_token"))
         let expiresAt = try #require(object["expires_at"] as? String)
         let date = try #require(ISO8601DateFormatter().date(from: expiresAt))
         #expect(abs(date.timeIntervalSinceNow - 3600) < 120)
+    }
+
+    /// Issue 35: a token inside the refresh leeway is not `"expired": true`; it says
+    /// `expires_within_leeway`, and the exit codes stay (3 without --allow-expired).
+    @Test func getJSONNamesATokenInsideTheLeewayAndOnlyCallsAPastOneExpired() throws {
+        let sandbox = try CLISandbox()
+        #expect(try sandbox.vault("set", "soon", "--expires-in", "30", stdin: Data("fakeSoonToken1\n".utf8)).status == 0)
+        // Past its expiry: a JWT whose exp claim is in 2017.
+        let pastJWT = BareJWTCommandTests.jwt(exp: 1_500_000_000)
+        #expect(try sandbox.vault("set", "past", stdin: Data("\(pastJWT)\n".utf8)).status == 0)
+
+        let refused = try sandbox.vault("get", "soon", "--json")
+        #expect(refused.status == 3, "\(refused)")
+        #expect(refused.stderr.contains("expires within 60 s"), "\(refused.stderr)")
+        let soon = try #require(try sandbox.vault("get", "soon", "--json", "--allow-expired").json as? [String: Any])
+        #expect(soon["expired"] as? Bool == false)
+        #expect(soon["expires_within_leeway"] as? Bool == true)
+
+        let pastRefused = try sandbox.vault("get", "past", "--json")
+        #expect(pastRefused.status == 3, "\(pastRefused)")
+        let past = try #require(try sandbox.vault("get", "past", "--json", "--allow-expired").json as? [String: Any])
+        #expect(past["expired"] as? Bool == true)
+        #expect(past["expires_within_leeway"] as? Bool == false)
+        let table = try sandbox.vault("list")
+        #expect(table.stdout.contains("expiring") && table.stdout.contains("expired"), "\(table.stdout)")
     }
 
     @Test func setReadsAFormEncodedResponse() throws {
@@ -175,7 +201,10 @@ import TokenVault
         #expect(rows.map { $0["service"] as? String } == ["github", "gitlab"])
         #expect(rows.first?["account"] as? String == "octocat")
         #expect(rows.first?["expires_at"] is NSNull)
-        #expect(rows.last?["expired"] as? Bool == true)  // expires within the 60 s leeway
+        // Expires within the 60 s leeway: not expired yet, and named as such (issue 35).
+        #expect(rows.last?["expired"] as? Bool == false)
+        #expect(rows.last?["expires_within_leeway"] as? Bool == true)
+        #expect(rows.first?["expires_within_leeway"] as? Bool == false)
         #expect(rows.last?["expires_at"] is String)
 
         let filtered = try #require(try sandbox.vault("list", "gitlab", "--json").json as? [[String: Any]])
