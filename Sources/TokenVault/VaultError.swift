@@ -36,6 +36,7 @@ public struct VaultError: Error, Sendable, CustomStringConvertible, CustomDebugS
             case configurationError = "configuration-error"
             case networkFailure = "network-failure"
             case httpError = "http-error"
+            case addressInUse = "address-in-use"
         }
 
         private let base: Base
@@ -94,6 +95,9 @@ public struct VaultError: Error, Sendable, CustomStringConvertible, CustomDebugS
         /// The token endpoint answered with an HTTP error that is not an OAuth error response,
         /// such as an HTML error page.
         public static let httpError = Code(.httpError)
+        /// A fixed loopback redirect's port (``AuthorizationCodeLogin/redirectURI``) is taken by
+        /// another program, so the login cannot listen for the browser's redirect there.
+        public static let addressInUse = Code(.addressInUse)
 
         /// A stable identifier such as `not-found`, suitable for JSON output and logs.
         public var description: String { base.rawValue }

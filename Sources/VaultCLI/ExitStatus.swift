@@ -12,6 +12,8 @@ enum ExitStatus {
     static let unavailable: Int32 = 6
     /// The refresh token was rejected (or there is none): only a new login helps.
     static let reauthenticationRequired: Int32 = 7
+    /// `vault login`: the fixed redirect URI's port is taken by another program.
+    static let redirectPortInUse: Int32 = 8
     /// ArgumentParser's own code for usage and validation errors (EX_USAGE).
     static let usage: Int32 = 64
     /// Stdout or stderr could not be written (EX_IOERR): full, closed, or its reader gone.
@@ -29,6 +31,7 @@ enum ExitStatus {
         case .integrityFailure, .notAVault, .truncated, .unsupportedVersion, .emptyFile: integrityFailure
         case .backendUnavailable, .locked, .keyFileMissing, .timeout, .networkFailure: unavailable
         case .reauthenticationRequired: reauthenticationRequired
+        case .addressInUse: redirectPortInUse
         default: other
         }
     }
@@ -47,6 +50,7 @@ enum ExitStatus {
               missing, time-out, token endpoint unreachable after retries)
           7   reauthentication required (the refresh token was rejected or is
               missing: run vault login again)
+          8   vault login: the port of the redirect URI is in use by another program
           64  usage error (the command line)
           74  output could not be written (stdout or stderr full or closed); what
               the command did before, such as saving a token, stays done

@@ -144,6 +144,7 @@ import Testing
               missing, time-out, token endpoint unreachable after retries)
           7   reauthentication required (the refresh token was rejected or is
               missing: run vault login again)
+          8   vault login: the port of the redirect URI is in use by another program
           64  usage error (the command line)
           74  output could not be written (stdout or stderr full or closed); what
               the command did before, such as saving a token, stays done

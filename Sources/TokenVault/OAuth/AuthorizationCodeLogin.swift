@@ -3,8 +3,8 @@ public import Foundation
 internal import Glibc
 
 /// The authorization code grant with PKCE (RFC 7636) for a desktop: a loopback redirect on
-/// `127.0.0.1` with a random port (RFC 8252 §7.3), a random `state` checked on return, and a
-/// time-out.
+/// `127.0.0.1` with a random port (RFC 8252 §7.3), or the exact one the client registered
+/// (``redirectURI``), a random `state` checked on return, and a time-out.
 public struct AuthorizationCodeLogin: Sendable {
     /// The authorization endpoint the user's browser opens.
     public let authorizationEndpoint: URL
@@ -12,13 +12,93 @@ public struct AuthorizationCodeLogin: Sendable {
     public let registration: ClientRegistration
     /// How long to wait for the browser to come back.
     public var timeout: Duration
+    /// The fixed loopback redirect URI, `http://127.0.0.1:PORT/PATH` (or `localhost`), for a
+    /// provider that accepts only the exact URI registered for the client; `nil` for a port the
+    /// kernel picks and the path `/callback` (RFC 8252 §7.3).
+    public let redirectURI: URL?
+    /// Extra parameters for the authorization request alone, such as Atlassian's
+    /// `audience=api.atlassian.com` and `prompt=consent` (never sent to the token endpoint).
+    public let authorizationParameters: [String: String]
 
-    /// - Throws: `configurationError` for an authorization endpoint that is not `https` (loopback aside).
-    public init(authorizationEndpoint: URL, registration: ClientRegistration, timeout: Duration = .seconds(300)) throws {
+    /// The authorization request's own parameters, which ``authorizationParameters`` cannot set.
+    public static let reservedAuthorizationParameters: Set<String> = [
+        "response_type", "client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method", "scope",
+    ]
+
+    /// - Throws: `configurationError` for an authorization endpoint that is not `https` (loopback
+    ///   aside), a `redirectURI` that is not `http://127.0.0.1:PORT/PATH` (or `localhost`) with a
+    ///   port, or a reserved parameter name in `authorizationParameters`.
+    public init(
+        authorizationEndpoint: URL, registration: ClientRegistration, timeout: Duration = .seconds(300), redirectURI: URL? = nil,
+        authorizationParameters: [String: String] = [:]
+    ) throws {
         try ClientRegistration.checkEndpoint(authorizationEndpoint, role: "authorization endpoint")
+        if let redirectURI { _ = try Self.loopbackRedirect(redirectURI) }
+        if let name = authorizationParameters.keys.sorted().first(where: { Self.reservedAuthorizationParameters.contains($0) || $0.isEmpty }) {
+            throw VaultError(
+                .configurationError,
+                "The authorization parameter '\(name)' is set by the login itself (or by the scope); it cannot be set here.")
+        }
         self.authorizationEndpoint = authorizationEndpoint
         self.registration = registration
         self.timeout = timeout
+        self.redirectURI = redirectURI
+        self.authorizationParameters = authorizationParameters
+    }
+
+    /// The port and path of a fixed loopback redirect URI, checked: `http`, host `127.0.0.1` or
+    /// `localhost`, an explicit port from 1 to 65535, no user, query or fragment.
+    /// - Throws: `configurationError` naming what is wrong.
+    public static func loopbackRedirect(_ uri: URL) throws -> (host: String, port: UInt16, path: String) {
+        guard let components = URLComponents(url: uri, resolvingAgainstBaseURL: false), components.scheme?.lowercased() == "http",
+            let host = components.host?.lowercased(), host == "127.0.0.1" || host == "localhost"
+        else {
+            throw VaultError(
+                .configurationError,
+                "The redirect URI must be http://127.0.0.1:PORT/PATH (or http://localhost:PORT/PATH): the login listens on the loopback address.")
+        }
+        guard let port = components.port, (1...65535).contains(port) else {
+            throw VaultError(.configurationError, "The redirect URI must name its port, as registered: http://127.0.0.1:PORT/PATH.")
+        }
+        guard components.user == nil, components.password == nil, components.query == nil, components.fragment == nil else {
+            throw VaultError(.configurationError, "The redirect URI must have no user name, query or fragment.")
+        }
+        let path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+        return (host, UInt16(port), path)
+    }
+
+    /// The URL the browser opens: the authorization endpoint with the request's parameters
+    /// (RFC 6749 §4.1.1, RFC 7636 §4.3), the registration's scope and extra parameters, and
+    /// ``authorizationParameters``. `vault login --dry-run` shows it with stand-ins for `state`
+    /// and the challenge.
+    public func authorizationURL(redirectURI: String, state: String, codeChallenge: String) throws -> URL {
+        guard var components = URLComponents(url: authorizationEndpoint, resolvingAgainstBaseURL: false) else {
+            throw VaultError(.configurationError, "The authorization endpoint is not a valid URL.")
+        }
+        var items = components.queryItems ?? []
+        items += [
+            URLQueryItem(name: "response_type", value: "code"),
+            URLQueryItem(name: "client_id", value: registration.clientID),
+            URLQueryItem(name: "redirect_uri", value: redirectURI),
+            URLQueryItem(name: "state", value: state),
+            URLQueryItem(name: "code_challenge", value: codeChallenge),
+            URLQueryItem(name: "code_challenge_method", value: "S256"),
+        ]
+        if let scope = registration.scope { items.append(URLQueryItem(name: "scope", value: scope)) }
+        for (name, value) in registration.additionalParameters.sorted(by: { $0.key < $1.key })
+        where authorizationParameters[name] == nil {
+            items.append(URLQueryItem(name: name, value: value))
+        }
+        for (name, value) in authorizationParameters.sorted(by: { $0.key < $1.key }) {
+            items.append(URLQueryItem(name: name, value: value))
+        }
+        components.percentEncodedQueryItems = items.map {
+            URLQueryItem(name: FormEncoding.encode($0.name), value: $0.value.map(FormEncoding.encode))
+        }
+        guard let url = components.url else {
+            throw VaultError(.configurationError, "Could not build the authorization URL.")
+        }
+        return url
     }
 
     /// The earlier spelling of ``init(authorizationEndpoint:registration:timeout:)``.
@@ -43,45 +123,31 @@ public struct AuthorizationCodeLogin: Sendable {
     /// - Throws: `timeout` when no redirect came in time; `tokenEndpointError` when the server
     ///   sent an error (the user denied, say); the ``TokenEndpointClient`` errors for the exchange.
     public func run(client: TokenEndpointClient = TokenEndpointClient(), present: @Sendable (URL) async throws -> Void) async throws -> OAuthToken {
-        let listener = try LoopbackListener()
+        let fixed = try self.redirectURI.map(Self.loopbackRedirect)
+        let listener = try LoopbackListener(port: fixed?.port ?? 0, redirectURI: self.redirectURI)
         defer { listener.close() }
-        let redirectURI = "http://127.0.0.1:\(listener.port)/callback"
+        let host = fixed?.host ?? "127.0.0.1"
+        let path = fixed?.path ?? "/callback"
+        let redirect = self.redirectURI?.absoluteString ?? "http://127.0.0.1:\(listener.port)/callback"
         let verifier = try Self.randomToken(32)
         let state = try Self.randomToken(16)
-        guard var components = URLComponents(url: authorizationEndpoint, resolvingAgainstBaseURL: false) else {
-            throw VaultError(.configurationError, "The authorization endpoint is not a valid URL.")
-        }
-        var items = components.queryItems ?? []
-        items += [
-            URLQueryItem(name: "response_type", value: "code"),
-            URLQueryItem(name: "client_id", value: registration.clientID),
-            URLQueryItem(name: "redirect_uri", value: redirectURI),
-            URLQueryItem(name: "state", value: state),
-            URLQueryItem(name: "code_challenge", value: try Self.challenge(verifier)),
-            URLQueryItem(name: "code_challenge_method", value: "S256"),
-        ]
-        if let scope = registration.scope { items.append(URLQueryItem(name: "scope", value: scope)) }
-        for (name, value) in registration.additionalParameters.sorted(by: { $0.key < $1.key }) {
-            items.append(URLQueryItem(name: name, value: value))
-        }
-        components.percentEncodedQueryItems = items.map {
-            URLQueryItem(name: FormEncoding.encode($0.name), value: $0.value.map(FormEncoding.encode))
-        }
-        guard let url = components.url else {
-            throw VaultError(.configurationError, "Could not build the authorization URL.")
-        }
+        let url = try authorizationURL(redirectURI: redirect, state: state, codeChallenge: try Self.challenge(verifier))
         try await present(url)
 
-        let query = try await listener.waitForRedirect(path: "/callback", state: state, timeout: timeout)
+        let query = try await listener.waitForRedirect(
+            path: path, host: "\(host):\(listener.port)", state: state, timeout: timeout, redirectURI: redirect, fixed: fixed != nil)
         if let error = query["error"] {
+            // The provider's own error, escaped (OAuthErrorResponse's description): never a time-out.
             let oauthError = OAuthErrorResponse(error: String(error.prefix(100)), errorDescription: query["error_description"].map { String($0.prefix(300)) })
-            throw VaultError(.tokenEndpointError, "The authorization server refused the login: \(oauthError).", underlying: oauthError)
+            throw VaultError(
+                .tokenEndpointError, "The authorization server refused the login and redirected with an error: \(oauthError).",
+                underlying: oauthError)
         }
         guard let code = query["code"], !code.isEmpty else {
             throw VaultError(.invalidInput, "The redirect holds neither a code nor an error.")
         }
         return try await client.requestToken(
-            [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI), ("code_verifier", verifier)],
+            [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirect), ("code_verifier", verifier)],
             registration: registration)
     }
 
@@ -126,21 +192,37 @@ public struct AuthorizationCodeLogin: Sendable {
     }
 }
 
-/// A one-shot HTTP listener on `127.0.0.1` and a port the kernel picks, for the redirect.
+/// A one-shot HTTP listener on `127.0.0.1` and a port the kernel picks (or the registered one),
+/// for the redirect.
 final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, used by the one login task that made it
     private var descriptor: Int32
     let port: UInt16
 
-    init() throws {
+    /// - Parameters:
+    ///   - port: 0 for a port the kernel picks; else this port, as registered.
+    ///   - redirectURI: the fixed redirect URI, named in the error when its port is taken.
+    /// - Throws: `addressInUse` when `port` is taken; `io` for any other failure.
+    init(port requested: UInt16 = 0, redirectURI: URL? = nil) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw Self.failure("create a socket") }
         descriptor = fd
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
+        address.sin_port = requested.bigEndian
         address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+        if requested != 0 {
+            // A port a login just left in TIME_WAIT can be listened on again at once.
+            var one: Int32 = 1
+            _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if bound != 0 && errno == EADDRINUSE {
+            SystemCall.close(fd)
+            throw VaultError(
+                .addressInUse,
+                "The port \(requested) of the redirect URI \(redirectURI.map(ClientRegistration.safe) ?? "") is in use by another program, so the login cannot listen there. Stop that program (another vault login, say) and try again; the provider accepts only the registered redirect URI, so another port would not do.")
         }
         guard bound == 0, listen(fd, 8) == 0 else {
             let error = Self.failure("listen on 127.0.0.1")
@@ -172,7 +254,11 @@ final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, use
     /// can go on in the terminal; returns its query. Anything else is answered (a favicon gets a
     /// 404, a wrong `state` a 400) or, from another user or for another `Host`, dropped, and the
     /// wait goes on.
-    func waitForRedirect(path: String, state: String, timeout: Duration) async throws -> [String: String] {
+    /// `host` is the `Host` the browser sends (`127.0.0.1:PORT`, or `localhost:PORT` for a
+    /// registered `localhost` URI); `redirectURI` and `fixed` only shape the time-out's message.
+    func waitForRedirect(
+        path: String, host: String, state: String, timeout: Duration, redirectURI: String = "", fixed: Bool = false
+    ) async throws -> [String: String] {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
         while true {
@@ -182,7 +268,7 @@ final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, use
                     throw Self.failure("accept the redirect")
                 }
                 guard clock.now < deadline else {
-                    throw VaultError(.timeout, "No redirect came back from the browser within \(timeout); the login was abandoned.")
+                    throw Self.timedOut(timeout, redirectURI: redirectURI, fixed: fixed)
                 }
                 do {
                     try await Task.sleep(for: .milliseconds(20))
@@ -194,7 +280,7 @@ final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, use
             defer { SystemCall.close(connection) }
             // Another user's process: dropped unanswered, before a byte is read.
             guard Self.peerIsThisUser(connection, listeningPort: port) else { continue }
-            guard let request = Self.readRequest(connection), request.host == "127.0.0.1:\(port)" else { continue }
+            guard let request = Self.readRequest(connection), request.host?.lowercased() == host else { continue }
             let parts = request.target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.first.map(String.init) == path else {
                 Self.respond(connection, status: "404 Not Found", body: "Not found.")
@@ -214,9 +300,11 @@ final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, use
                 Self.respond(connection, status: "400 Bad Request", body: "This is not the redirect of the login in progress.")
                 continue
             }
-            Self.respond(
-                connection, status: "200 OK",
-                body: "<!doctype html><title>Signed in</title><p>The login is complete; you can close this window and return to the terminal.</p>")
+            let body =
+                query["error"] == nil
+                ? "<!doctype html><title>Signed in</title><p>The login is complete; you can close this window and return to the terminal.</p>"
+                : "<!doctype html><title>Login refused</title><p>The authorization server refused the login; the terminal says why. You can close this window.</p>"
+            Self.respond(connection, status: "200 OK", body: body)
             return query
         }
     }
@@ -287,6 +375,19 @@ final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, use
             if count <= 0 { break }
             sent += count
         }
+    }
+
+    /// No redirect in time. The likely cause is a redirect URI the provider does not accept: it
+    /// then shows its own error page ("redirect URI mismatch") and never comes back.
+    static func timedOut(_ timeout: Duration, redirectURI: String, fixed: Bool) -> VaultError {
+        let seconds = Int(TokenEndpointClient.seconds(timeout).rounded(.up))
+        let uri = redirectURI.isEmpty ? "" : " \(redirectURI)"
+        let advice =
+            fixed
+            ? "If the provider showed an error page instead (\"redirect URI mismatch\", \"invalid redirect\"), the redirect URI\(uri) is not the one registered for the client: it must match exactly, scheme, host, port and path."
+            : "If the provider showed an error page instead (\"redirect URI mismatch\", \"invalid redirect\"), it does not accept the redirect URI\(uri): it probably wants the exact URI registered for the client; register http://127.0.0.1:PORT/callback there and log in with that fixed redirect URI (vault login --redirect-uri)."
+        return VaultError(
+            .timeout, "No redirect came back from the browser within \(seconds) s; the login was abandoned. \(advice)")
     }
 
     private static func failure(_ action: String) -> VaultError {

@@ -22,10 +22,21 @@ public struct DeviceAuthorization: Sendable, CustomStringConvertible {
 
 extension TokenEndpointClient {
     /// Starts the device authorization grant (RFC 8628 §3.1) at `endpoint` for the client that
-    /// `registration` names, asking for its scope.
-    public func startDeviceAuthorization(at endpoint: URL, registration: ClientRegistration) async throws -> DeviceAuthorization {
+    /// `registration` names, asking for its scope, with `parameters` added to this request alone
+    /// (such as `audience`; `vault login --auth-param`).
+    /// - Throws: `configurationError` for a parameter named `client_id` or `scope`.
+    public func startDeviceAuthorization(
+        at endpoint: URL, registration: ClientRegistration, parameters: [String: String] = [:]
+    ) async throws -> DeviceAuthorization {
         var form: [(String, String)] = []
         if let scope = registration.scope { form.append(("scope", scope)) }
+        if let name = parameters.keys.sorted().first(where: { ["client_id", "client_secret", "scope", ""].contains($0) }) {
+            throw VaultError(
+                .configurationError, "The device authorization parameter '\(name)' is set by the login itself (or by the scope); it cannot be set here.")
+        }
+        for (name, value) in parameters.sorted(by: { $0.key < $1.key }) where registration.additionalParameters[name] == nil {
+            form.append((name, value))
+        }
         let (body, receivedAt) = try await post(endpoint, form: form, registration: registration, role: "device authorization endpoint")
         let fields: [String: JSONValue]
         do {
