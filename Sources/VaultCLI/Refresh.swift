@@ -72,8 +72,14 @@ struct RefreshOptions: ParsableArguments {
     var parameters: [String] = []
 
     /// Everything but the client secret file, checked while parsing, so that a usage error shows
-    /// the subcommand's own usage.
+    /// the subcommand's own usage. Whether the endpoint is there is the command's to check
+    /// (``validateComplete()``): `vault login PROVIDER` takes it from the preset.
     func validate() throws {
+        _ = try checked(requireEndpoint: false)
+    }
+
+    /// ``validate()``, and the token endpoint (or issuer) and client id must come together.
+    func validateComplete() throws {
         _ = try checked()
     }
 
@@ -84,14 +90,14 @@ struct RefreshOptions: ParsableArguments {
     }
 
     /// The options as a registration needs them, or nil when none is given.
-    private func checked() throws -> (
+    private func checked(requireEndpoint: Bool = true) throws -> (
         url: URL?, issuer: URL?, revocation: URL?, clientID: String, parameters: [String: String], post: Bool?
     )? {
         guard isGiven else { return nil }
         guard tokenURL == nil || issuer == nil else {
             throw ValidationError("Give --token-url or --issuer, not both: the issuer's metadata names its token endpoint.")
         }
-        guard tokenURL != nil || issuer != nil, let clientID else {
+        guard tokenURL != nil || issuer != nil || !requireEndpoint, let clientID else {
             throw ValidationError(
                 "Give --token-url (or --issuer) and --client-id together: the vault needs both to refresh the token.")
         }
@@ -132,7 +138,9 @@ struct RefreshOptions: ParsableArguments {
 
     /// The client registration these options make, or nil when none is given. With --issuer,
     /// the server's metadata is fetched (once, here) with `client`.
-    func registration(client: TokenEndpointClient) async throws -> ClientRegistration? {
+    /// With `readingSecret` false (`vault login --dry-run`), the client secret file is not read:
+    /// the registration holds a stand-in that is never sent or shown.
+    func registration(client: TokenEndpointClient, readingSecret: Bool = true) async throws -> ClientRegistration? {
         guard let options = try checked() else { return nil }
         var metadata: AuthorizationServerMetadata?
         if let issuer = options.issuer {
@@ -140,7 +148,7 @@ struct RefreshOptions: ParsableArguments {
         }
         var authentication = ClientAuthentication.none
         if let clientSecretFile {
-            let secret = try Self.readSecret(clientSecretFile)
+            let secret = readingSecret ? try Self.readSecret(clientSecretFile) : "(not read: --dry-run)"
             var post = options.post ?? false
             if options.post == nil, let supported = metadata?.tokenEndpointAuthMethodsSupported,
                 !supported.contains("client_secret_basic"), supported.contains("client_secret_post")

@@ -56,6 +56,7 @@ extension VaultCommand {
                     "vault set reads the token from stdin only, never from the command line, where ps and the shell history would show it. It takes SERVICE [ACCOUNT] and the options in --help; the \(unexpected.count) other argument(s) are not repeated here. Pipe the token in: ... | vault set SERVICE [ACCOUNT]"
                 )
             }
+            try refresh.validateComplete()
             if forgetRegistration && refresh.isGiven {
                 throw ValidationError("--forget-registration drops the stored client registration; it cannot go with --token-url or the other client options.")
             }
