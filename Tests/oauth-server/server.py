@@ -85,6 +85,8 @@ from authlib.oauth2.rfc8628 import (
 from flask import Flask, jsonify, request
 from werkzeug.serving import make_server
 
+import providers
+
 TEST_PASSWORD = "test-password"
 PUBLIC_CLIENT_ID = "tokenvault-example"
 CONFIDENTIAL_CLIENT_ID = "tokenvault-confidential"
@@ -783,6 +785,8 @@ def create_app(expires_in):
     def health():
         return jsonify(ok=True)
 
+    # The providers' stand-ins (issue 35): Atlassian, GitHub, Google, Microsoft, GitLab.
+    providers.register(app)
     return app
 
 
