@@ -418,5 +418,52 @@ import Glibc
             }
         }
     }
+    /// Google (code with PKCE on any loopback port; a refresh token only with access_type=offline,
+    /// which the preset sends), Microsoft Entra ID (the device grant under the tenant's path; a
+    /// refresh token only with offline_access, which the preset adds) and GitLab (code with PKCE on
+    /// the exact redirect, under --instance), each against its stand-in, refreshed once.
+    @Test func googleMicrosoftAndGitLabPresets() async throws {
+        let server = try TestOAuthServer.require()
+        let standIn = StandIn(server: server)
+        let google = uniqueName("google-app")
+        let microsoft = uniqueName("entra-app")
+        let gitlab = uniqueName("gitlab-app")
+        let port = try Self.freePort()
+        try await standIn.register(["provider": "google", "client_id": google, "client_secret": "g-secret"])
+        try await standIn.register(["provider": "microsoft", "client_id": microsoft])
+        try await standIn.register(["provider": "gitlab", "client_id": gitlab, "redirect_uri": "http://127.0.0.1:\(port)/callback"])
+        let services = [uniqueName("mail"), uniqueName("graph"), uniqueName("forge")]
+        try await withVault(.encryptedFile, services: services) { scratch, vault in
+            let secretPath = try Self.secretFile(scratch, "g-secret")
+            let runs: [(service: String, clientID: String, arguments: [String])] = [
+                (services[0], google, ["--provider", "google", "--client-id", google, "--client-secret-file", secretPath]),
+                (services[1], microsoft, ["--provider", "microsoft", "--tenant", "contoso.onmicrosoft.com", "--client-id", microsoft]),
+                (services[2], gitlab, ["--provider", "gitlab", "--instance", "https://gitlab.com", "--client-id", gitlab, "--redirect-port", String(port)]),
+            ]
+            for run in runs {
+                let child = try Self.start(scratch, server, ["login", run.service] + run.arguments + ["--timeout", "60"])
+                defer { if child.process.isRunning { child.kill9() } }
+                if run.clientID == microsoft {
+                    let line = try await Self.printed(child, startingWith: "and enter the code: ")
+                    try await standIn.approveDevice(userCode: String(line.dropFirst("and enter the code: ".count)), as: "user-\(run.service)")
+                } else {
+                    let url = try #require(URL(string: try await Self.printed(child, startingWith: server.url.absoluteString)))
+                    let (status, page) = try await standIn.browse(url, as: "user-\(run.service)")
+                    #expect(status == 200 && page.contains("The login is complete"), "\(run.service): \(status) \(page)")
+                }
+                #expect(try await child.wait(bound: .seconds(60)) == 0, "\(run.arguments): \(child.errorOutput)")
+                let key = try CredentialKey(service: run.service, account: CredentialKey.defaultAccount)
+                let token = try #require(try await vault.token(for: key))
+                #expect(try await standIn.whoami(token.accessToken)?["user"] as? String == "user-\(run.service)")
+                #expect(token.refreshToken != nil, "\(run.arguments): the preset's parameters give a refresh token")
+                let refreshed = try await Self.run(scratch, server, ["refresh", run.service])
+                #expect(refreshed.status == 0, "\(refreshed.stderr)")
+            }
+            let sent = try #require((try await standIn.stats(google))["last_authorization"] as? [String: String])
+            #expect(sent["access_type"] == "offline" && sent["prompt"] == "consent", "\(sent)")
+            let device = try #require((try await standIn.stats(microsoft))["last_device_authorization"] as? [String: String])
+            #expect(device["scope"] == "openid profile offline_access", "\(device)")
+        }
+    }
 }
 #endif
