@@ -7,13 +7,13 @@ import PackageDescription
 // flags.
 //
 // - FuzzHarness: the properties each fuzz target checks.
-// - FuzzTokenResponse, FuzzVaultFile, FuzzMigrationDetector: libFuzzer entry points. Scripts/fuzz
+// - FuzzTokenResponse, FuzzVaultFile, FuzzMigrationDetector, FuzzAgentProtocol: libFuzzer entry points. Scripts/fuzz
 //   builds them with -sanitize=fuzzer,address and -DTOKENVAULT_LIBFUZZER; any other build makes
 //   them small programs that say so, so that `swift test` here can build every target.
 // - FuzzSeeds: writes the seed corpora (`Scripts/fuzz seeds`).
 // - FuzzRegressionTests: replays the inputs worth keeping through the same properties
 //   (`swift test --package-path Fuzz`, which Scripts/test runs).
-let fuzzTargets = ["FuzzTokenResponse", "FuzzVaultFile", "FuzzMigrationDetector"]
+let fuzzTargets = ["FuzzTokenResponse", "FuzzVaultFile", "FuzzMigrationDetector", "FuzzAgentProtocol"]
 
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),

@@ -1,4 +1,4 @@
-// FuzzSeeds: writes the seed corpora of FuzzVaultFile and FuzzMigrationDetector into
+// FuzzSeeds: writes the seed corpora of FuzzVaultFile, FuzzMigrationDetector and FuzzAgentProtocol into
 // Fuzz/<target>/corpus (run by `Scripts/fuzz seeds` from the package root). The seeds are
 // committed; run this again only when the file format or the tutorial shapes change.
 //
@@ -140,4 +140,10 @@ for (name, dictionary) in shapes {
         try write([UInt8](data), "FuzzMigrationDetector", "\(name).\(suffix).plist")
     }
 }
+// MARK: FuzzAgentProtocol: one frame of every kind
+
+for (name, bytes) in try AgentProtocolProperty.seeds() {
+    try write(bytes, "FuzzAgentProtocol", name)
+}
+
 print("FuzzSeeds: wrote the seed corpora under Fuzz/")

@@ -22,6 +22,12 @@ enum FreshToken {
         guard let token = stored else {
             throw VaultError.nothingStored(for: key)
         }
+        return try checked(token, refreshed: refreshed, key: key, now: now)
+    }
+
+    /// `token` if it is usable, else the `expired` error (`refreshed`: it came from the refresh
+    /// path, or from the agent that keeps it fresh).
+    static func checked(_ token: OAuthToken, refreshed: Bool, key: CredentialKey, now: Date = Date()) throws -> OAuthToken {
         // A token the refresh just got is as fresh as the server makes them.
         if token.isExpired(at: now, leeway: refreshed ? 0 : VaultCommand.Get.leeway) {
             throw VaultError.staleToken(

@@ -60,6 +60,20 @@ extension VaultCommand {
 
         func run() async throws {
             let key = try entry.key()
+            // The agent first (it hands out no refresh token, so --json, which prints one, and a
+            // rejected token's refresh go direct); when it does not answer, exactly as without it.
+            if !json, rejectedTokenFile == nil {
+                let answer: (token: AgentToken, socket: String)?
+                do {
+                    answer = try AgentCLI.token(for: key, fresh: fresh, global: global)
+                } catch let error as VaultError where error.code == .invalidInput {
+                    throw Self.notAToken(error, key: key)
+                }
+                if let answer {
+                    try emit(answer.token.oauthToken, refreshed: answer.token.fresh, key: key)
+                    return
+                }
+            }
             let vault: Vault
             switch try await global.openExistingVault() {
             case .opened(let opened, _): vault = opened
@@ -79,14 +93,24 @@ extension VaultCommand {
                     stored = try await vault.token(for: key)
                 }
             } catch let error as VaultError where error.code == .invalidInput {
-                throw VaultError(
-                    error.code,
-                    "\(error.message) `vault get` prints only tokens, so it is not shown; a program reads it with the TokenVault library (Vault.secret(for:)), and `vault delete \(key.service) \(key.account)` removes it.",
-                    underlying: error)
+                throw Self.notAToken(error, key: key)
             }
             guard let token = stored else {
                 throw VaultError.nothingStored(for: key)
             }
+            try emit(token, refreshed: refreshed, key: key)
+        }
+
+        static func notAToken(_ error: VaultError, key: CredentialKey) -> VaultError {
+            VaultError(
+                error.code,
+                "\(error.message) `vault get` prints only tokens, so it is not shown; a program reads it with the TokenVault library (Vault.secret(for:)), and `vault delete \(key.service) \(key.account)` removes it.",
+                underlying: error)
+        }
+
+        /// Prints `token` as asked, or throws `expired` (`refreshed`: it came through the refresh
+        /// path, or the agent keeps it fresh, so it is as fresh as the server makes them).
+        private func emit(_ token: OAuthToken, refreshed: Bool, key: CredentialKey) throws {
             let now = Date()
             // A token --fresh just got from the server is as fresh as the server makes them.
             let expired = token.isExpired(at: now, leeway: refreshed ? 0 : Self.leeway)

@@ -85,6 +85,10 @@ extension VaultCommand {
                         "vault git-credential: not answering for \(scheme) to \(host): only https (and http on loopback) is answered; elsewhere the token would cross the network unencrypted.")
                     return
                 }
+                if let response = try agentAnswer(request, helper: helper) {
+                    try Output.write(Data(try response.formatted().utf8), to: .standardOutput)
+                    return
+                }
                 guard let vault = try await openVault(creating: false) else { return }
                 let response: GitCredentialResponse?
                 do {
@@ -122,6 +126,25 @@ extension VaultCommand {
                 // "If a helper receives any other operation, it should silently ignore the request."
                 return
             }
+        }
+
+        /// The agent's answer to `get`, or nil to answer directly as without an agent: only for a
+        /// request that names its entry exactly (an account pinned or sent by git; the fallbacks to
+        /// 'default' or the only entry need the vault's listing), and only a token the agent keeps
+        /// fresh. Every error (no entry, a rejected refresh token) is left to the direct path,
+        /// which answers it as it always has.
+        private func agentAnswer(_ request: GitCredentialRequest, helper: GitCredentialHelper) throws -> GitCredentialResponse? {
+            let sentUsername = request.username.flatMap { $0.isEmpty ? nil : $0 }
+            guard let key = try helper.key(for: request), account != nil || sentUsername != nil else { return nil }
+            let answer: (token: AgentToken, socket: String)?
+            do {
+                answer = try AgentCLI.token(for: key, fresh: true, global: global)
+            } catch is VaultError {
+                return nil
+            }
+            guard let token = answer?.token, token.fresh, !token.oauthToken.isExpired(at: Date(), leeway: 0) else { return nil }
+            return GitCredentialResponse(
+                username: sentUsername ?? username ?? key.account, password: token.accessToken, passwordExpiry: token.expiry)
         }
 
         /// The vault, opened without asking anything of anyone: no terminal passphrase prompt, no

@@ -34,7 +34,9 @@ extension VaultCommand {
                 ignores too). The command inherits vault's standard streams and any descriptor \
                 vault was given, but none that vault opened (the vault file, its lock files). \
                 TOKEN_VAULT_* variables pass through: they name files and settings, never a secret, \
-                so a script can ask the same vault again (vault get --fresh --rejected-token-file -).
+                so a script can ask the same vault again (vault get --fresh --rejected-token-file -). \
+                When the tokens came from the agent (vault agent), TOKEN_VAULT_AGENT_SOCKET names its \
+                socket, so that a long job can ask it again when the token has expired.
                 """
         )
 
@@ -128,27 +130,43 @@ extension VaultCommand {
         /// - Throws: the first token's error, its message naming the variable and saying that
         ///   the command was not started.
         static func tokens(for bindings: [Binding], global: GlobalOptions, command: String) async throws -> [(String, String)] {
-            let vault: Vault
-            switch try await global.openExistingVault() {
-            case .opened(let opened, _): vault = opened
-            case .noVaultYet(let path, _):
-                throw VaultError.nothingStored(for: bindings[0].key, noVaultAt: path, then: "\(command) was not started.")
+            // The vault is opened only for a token the agent does not serve.
+            var opened: Vault?
+            func vault() async throws -> Vault {
+                if let opened { return opened }
+                switch try await global.openExistingVault() {
+                case .opened(let vault, _):
+                    opened = vault
+                    return vault
+                case .noVaultYet(let path, _):
+                    throw VaultError.nothingStored(for: bindings[0].key, noVaultAt: path, then: "\(command) was not started.")
+                }
             }
             var values: [(String, String)] = []
             var fetched: [CredentialKey: String] = [:]
+            // The agent's socket, for a long job to ask again (vault get --fresh finds it there).
+            var agentSocket: String?
             for binding in bindings {
                 if let known = fetched[binding.key] {
                     values.append((binding.name, known))
                     continue
                 }
                 do {
-                    let token = try await FreshToken.usable(vault, key: binding.key)
+                    if let answer = try AgentCLI.token(for: binding.key, fresh: true, global: global) {
+                        let token = try FreshToken.checked(answer.token.oauthToken, refreshed: answer.token.fresh, key: binding.key)
+                        fetched[binding.key] = token.accessToken
+                        values.append((binding.name, token.accessToken))
+                        agentSocket = answer.socket
+                        continue
+                    }
+                    let token = try await FreshToken.usable(try await vault(), key: binding.key)
                     fetched[binding.key] = token.accessToken
                     values.append((binding.name, token.accessToken))
                 } catch let error as VaultError {
                     throw VaultError(error.code, "\(binding.name): \(error.message) \(command) was not started.", underlying: error)
                 }
             }
+            if let agentSocket { values.append(("TOKEN_VAULT_AGENT_SOCKET", agentSocket)) }
             return values
         }
     }

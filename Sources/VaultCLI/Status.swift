@@ -65,6 +65,7 @@ extension VaultCommand {
                 }
             }
             var warnings = plan.warnings
+            let agent = AgentReport.current(vault: AgentProtocol.vaultIdentity(of: configuration))
             if let store = vault?.store as? EncryptedFileStore, let length = store.unfinishedWriteLength {
                 warnings.append(
                     "the vault file ends in \(length) byte(s) of a write that did not finish (a process killed, or power lost, during a save, which therefore never succeeded); they are ignored, and the next write cuts them off. If no save was interrupted, the end of the file was damaged or cut: entries written last may be missing.")
@@ -102,6 +103,7 @@ extension VaultCommand {
                 if let failure {
                     object["error"] = ["code": "\(failure.code)", "message": failure.message]
                 }
+                object["agent"] = agent.json
                 try Output.json(object)
             } else {
                 var rows: [[String]] = [["requested backend:", configuration.backend.rawValue]]
@@ -123,11 +125,59 @@ extension VaultCommand {
                 }
                 if let entries { rows.append(["entries:", "\(entries)"]) }
                 if let refresh, entries ?? 0 > 0 { rows.append(["refresh:", refresh.summary]) }
+                rows += agent.rows
                 for warning in warnings { rows.append(["warning:", warning]) }
                 try Output.line(Output.table(rows))
             }
             if let failure { throw failure }
         }
+    }
+}
+
+/// What `vault status` says of the agent: whether it runs, is unlocked, and when it refreshes
+/// each entry next.
+struct AgentReport {
+    var socket: String?
+    var status: AgentStatus?
+    var problem: String?
+    var vault: String
+
+    static func current(vault: String) -> AgentReport {
+        guard let client = AgentClient.fromEnvironment() else {
+            return AgentReport(socket: nil, status: nil, problem: "off (TOKEN_VAULT_AGENT=off, or no XDG_RUNTIME_DIR)", vault: vault)
+        }
+        do {
+            return AgentReport(socket: client.socketPath, status: try client.status(), problem: nil, vault: vault)
+        } catch {
+            return AgentReport(socket: client.socketPath, status: nil, problem: error.isNoteworthy ? error.reason : "not running", vault: vault)
+        }
+    }
+
+    var rows: [[String]] {
+        guard let status, let socket else { return [["agent:", problem ?? "not running"]] }
+        var text = "running (pid \(status.pid)) on \(socket), \(status.unlocked ? "unlocked" : "locked (vault unlock)")"
+        if status.vault != vault { text += "; it serves another vault (\(status.vault)), so this one is read directly" }
+        var rows = [["agent:", text]]
+        for entry in status.entries {
+            let name = "\(CredentialKey.escaped(entry.service))/\(CredentialKey.escaped(entry.account))"
+            let when = entry.nextRefresh.map { Output.timestamp(Date(timeIntervalSince1970: $0)) }
+            rows.append(["next refresh:", "\(name): \(when ?? "none") (\(entry.state))"])
+        }
+        return rows
+    }
+
+    var json: Any {
+        guard let status, let socket else { return ["running": false, "detail": problem ?? "not running"] as [String: Any] }
+        return [
+            "running": true, "socket": socket, "pid": Int(status.pid), "unlocked": status.unlocked,
+            "serves_this_vault": status.vault == vault, "refresh_at": status.refreshAt,
+            "entries": status.entries.map { entry in
+                [
+                    "service": entry.service, "account": entry.account, "state": entry.state,
+                    "next_refresh": entry.nextRefresh.map { Output.timestamp(Date(timeIntervalSince1970: $0)) as Any } ?? NSNull(),
+                ] as [String: Any]
+            },
+        ] as [String: Any]
     }
 }
 

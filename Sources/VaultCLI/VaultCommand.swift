@@ -21,7 +21,7 @@ struct VaultCommand: AsyncParsableCommand {
             \(ExitStatus.helpTable)
             """,
         version: TokenVaultVersion.current,
-        subcommands: [SetToken.self, Get.self, List.self, Delete.self, Status.self, Migrate.self, Rekey.self, Copy.self, Login.self, Logout.self, Refresh.self, Run.self, GitCredential.self]
+        subcommands: [SetToken.self, Get.self, List.self, Delete.self, Status.self, Migrate.self, Rekey.self, Copy.self, Login.self, Logout.self, Refresh.self, Run.self, GitCredential.self, Agent.self, Unlock.self, Lock.self]
     )
 
     /// The global options, accepted before the subcommand as git, docker and kubectl users type

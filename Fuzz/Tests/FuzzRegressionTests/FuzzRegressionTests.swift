@@ -124,6 +124,34 @@ import TokenVaultMigration
         #expect(try await property.check(put(service: Array("café".utf8))) == .opened(entries: 1))
     }
 
+    // MARK: FuzzAgentProtocol
+
+    @Test func agentProtocolFixtures() async throws {
+        let expected: [String: AgentProtocolProperty.Outcome] = [
+            "seed-token-request": .decoded(request: true, response: false),
+            "seed-unlock-request": .decoded(request: true, response: false),
+            "seed-token-response": .decoded(request: false, response: true),
+            "seed-status-response": .decoded(request: false, response: true),
+            // A body of another version decodes as neither: the agent answers unsupported-version.
+            "seed-other-version": .decoded(request: false, response: false),
+            // A length of 4 GiB - 1: refused from the header, before any body is read.
+            "crafted-oversized-length": .headerRefused,
+            // The header announces more than arrives.
+            "crafted-truncated-body": .incomplete,
+            // A token request naming an empty service.
+            "crafted-empty-service": .decoded(request: false, response: false),
+            // A token request whose JSON is cut short.
+            "crafted-cut-json": .decoded(request: false, response: false),
+        ]
+        try await Self.replay("FuzzAgentProtocol", expected: expected) { try AgentProtocolProperty.check($0) }
+    }
+
+    @Test func agentProtocolSeedsAreTheCommittedOnes() throws {
+        for (name, bytes) in try AgentProtocolProperty.seeds() where ["token-request", "unlock-request", "token-response"].contains(name) {
+            #expect(try Self.fixture("FuzzAgentProtocol", "seed-\(name)") == bytes, "seed-\(name)")
+        }
+    }
+
     // MARK: FuzzMigrationDetector
 
     @Test func migrationFixtures() async throws {

@@ -1,0 +1,83 @@
+public import TokenVault
+
+/// The property of FuzzAgentProtocol: arbitrary bytes as what arrives on the agent's socket
+/// (a 4-byte length, then a body), decoded as the agent decodes a request and as a client
+/// decodes a response.
+///
+/// No input crashes, hangs or allocates past the announced length's bound: a length above
+/// ``AgentProtocol/maximumBodyLength`` is refused before any body is read, and bad bytes only
+/// throw ``AgentProtocol/DecodingError``. A message that decodes survives being encoded again,
+/// and its description holds no access token.
+public enum AgentProtocolProperty: Sendable {
+    public enum Outcome: Sendable, Equatable {
+        /// The header was refused (too short a body, or too long).
+        case headerRefused
+        /// Fewer bytes than the header announced.
+        case incomplete
+        /// The body decoded as a request, as a response, or as both or neither.
+        case decoded(request: Bool, response: Bool)
+    }
+
+    /// - Throws: ``PropertyViolation`` only.
+    public static func check(_ bytes: [UInt8]) throws -> Outcome {
+        guard bytes.count >= AgentProtocol.headerLength else { return .incomplete }
+        let length: Int
+        do {
+            length = try AgentProtocol.bodyLength(header: bytes.prefix(AgentProtocol.headerLength))
+        } catch {
+            return .headerRefused
+        }
+        guard length <= AgentProtocol.maximumBodyLength else { throw PropertyViolation("a length past the maximum was accepted") }
+        let body = bytes.dropFirst(AgentProtocol.headerLength)
+        guard body.count >= length else { return .incomplete }
+        let frame = body.prefix(length)
+        var request = false
+        var response = false
+        if let decoded = try? AgentRequest(body: frame) {
+            request = true
+            let again = try reencoded(decoded.encoded()) { try AgentRequest(body: $0) }
+            guard again == decoded else { throw PropertyViolation("a request did not survive encoding") }
+        }
+        if let decoded = try? AgentResponse(body: frame) {
+            response = true
+            let again = try reencoded(decoded.encoded()) { try AgentResponse(body: $0) }
+            guard again == decoded else { throw PropertyViolation("a response did not survive encoding") }
+            if case .token(let token) = decoded, !token.accessToken.isEmpty, token.description.contains(token.accessToken) {
+                throw PropertyViolation("a token's description shows its access token")
+            }
+        }
+        return .decoded(request: request, response: response)
+    }
+
+    private static func reencoded<Message>(_ bytes: [UInt8], _ decode: (ArraySlice<UInt8>) throws -> Message) throws -> Message {
+        do {
+            let length = try AgentProtocol.bodyLength(header: bytes.prefix(AgentProtocol.headerLength))
+            guard length == bytes.count - AgentProtocol.headerLength else { throw PropertyViolation("an encoded frame's length is wrong") }
+            return try decode(bytes.dropFirst(AgentProtocol.headerLength))
+        } catch let violation as PropertyViolation {
+            throw violation
+        } catch {
+            throw PropertyViolation("an encoded message did not decode: \(error)")
+        }
+    }
+
+    /// Seeds: one frame of every kind.
+    public static func seeds() throws -> [(name: String, bytes: [UInt8])] {
+        let key = try CredentialKey(service: "github", account: "octocat")
+        let token = AgentToken(accessToken: "fuzz-access", tokenType: "Bearer", expiresAt: nil, scope: "repo", fresh: true)
+        let status = AgentStatus(
+            pid: 42, unlocked: true, vault: "file /tmp/v", refreshAt: 0.75,
+            entries: [AgentStatus.Entry(service: "github", account: "octocat", nextRefresh: 1_700_000_000, state: "scheduled")])
+        return [
+            ("token-request", AgentRequest.token(AgentTokenRequest(key: key, fresh: true, vault: "auto /tmp/v")).encoded()),
+            ("status-request", AgentRequest.status.encoded()),
+            ("unlock-request", AgentRequest.unlock(passphrase: try SecretBytes(copying: Array("fuzz-pass".utf8))).encoded()),
+            ("lock-request", AgentRequest.lock.encoded()),
+            ("token-response", AgentResponse.token(token).encoded()),
+            ("status-response", AgentResponse.status(status).encoded()),
+            ("done-response", AgentResponse.done.encoded()),
+            ("failure-response", AgentResponse.failure(code: "not-found", message: "No token.").encoded()),
+            ("other-version", AgentResponse.done.encoded(version: 2)),
+        ]
+    }
+}

@@ -1,0 +1,168 @@
+// Owns: asking a running `vault agent` over its socket, within a short deadline, and telling
+// "the agent answered" apart from "go direct".
+public import Foundation
+internal import Glibc
+
+/// A client of `vault agent`: asks the agent for an access token over its Unix socket.
+///
+/// The agent is a fast path, never a single point of failure: every call either returns the
+/// agent's answer, throws the agent's ``VaultError`` for an answer that the direct path would
+/// give too (no such entry, expired, log in again), or throws ``Unavailable``, which means "open
+/// the vault yourself, as if no agent ran". No agent, a killed or hung agent, an agent of another
+/// protocol version, an agent serving another vault or a locked one are all ``Unavailable``, and
+/// none of them takes longer than ``deadline``.
+///
+/// ```swift
+/// let configuration = try VaultConfiguration.fromEnvironment()
+/// let token: OAuthToken
+/// if let agent = AgentClient.fromEnvironment(),
+///    let answer = try? agent.token(for: key, fresh: true, vault: AgentProtocol.vaultIdentity(of: configuration)) {
+///     token = answer.oauthToken          // the access token only; no refresh token
+/// } else {
+///     token = try await Vault.open(configuration).freshToken(for: key)
+/// }
+/// ```
+/// (`try?` there also hides the agent's definitive answers; catch ``Unavailable`` alone to keep them.)
+public struct AgentClient: Sendable {
+    /// The agent's socket.
+    public let socketPath: String
+    /// How long a request may take in all, connecting included.
+    public var deadline: Duration
+
+    /// Why the agent cannot answer; the caller goes direct.
+    public struct Unavailable: Error, Sendable, CustomStringConvertible {
+        /// For a person; holds no secret.
+        public let reason: String
+        /// The agent speaks another protocol version (the caller should say so).
+        public let isVersionMismatch: Bool
+        /// Something a person should hear about (a version mismatch, a refusal, a broken answer),
+        /// rather than the ordinary "no agent runs".
+        public let isNoteworthy: Bool
+
+        init(_ reason: String, versionMismatch: Bool = false, noteworthy: Bool = false) {
+            self.reason = reason
+            self.isVersionMismatch = versionMismatch
+            self.isNoteworthy = noteworthy || versionMismatch
+        }
+
+        public var description: String { reason }
+    }
+
+    public init(socketPath: String, deadline: Duration = .milliseconds(500)) {
+        self.socketPath = socketPath
+        self.deadline = deadline
+    }
+
+    /// The client for ``AgentProtocol/socketPath(environment:)``, or nil when `TOKEN_VAULT_AGENT=off`
+    /// or there is no socket path to try.
+    public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> AgentClient? {
+        AgentProtocol.socketPath(environment: environment).map { AgentClient(socketPath: $0) }
+    }
+
+    /// The agent's answer to one request, on a connection of its own.
+    /// - Throws: ``Unavailable`` when there is no answer within ``deadline`` or it cannot be read.
+    public func send(_ request: AgentRequest) throws(Unavailable) -> AgentResponse {
+        let connection = try Connection(socketPath: socketPath)
+        return try connection.send(request, deadline: deadline)
+    }
+
+    /// The access token under `key`, as the agent serves it.
+    /// - Parameters:
+    ///   - fresh: as `vault get --fresh`: refreshed first (by the agent, in the one single flight)
+    ///     when it expires within `leeway` seconds and the entry can be refreshed.
+    ///   - vault: ``AgentProtocol/vaultIdentity(of:)`` of the vault the caller would open.
+    /// - Throws: ``Unavailable`` (go direct), or the agent's ``VaultError`` when the direct path
+    ///   would have given the same answer: `notFound`, `expired`, `reauthenticationRequired`,
+    ///   `invalidInput` (an opaque secret), and the refresh's errors.
+    public func token(for key: CredentialKey, fresh: Bool, leeway: TimeInterval = 60, vault: String) throws -> AgentToken {
+        let response = try send(.token(AgentTokenRequest(key: key, fresh: fresh, leeway: leeway, vault: vault)))
+        switch response {
+        case .token(let token): return token
+        case .failure(let code, let message):
+            if let error = response.error, Self.definitive.contains(error.code) { throw error }
+            throw Unavailable(
+                "the agent did not serve this request (\(code): \(message))", noteworthy: code != AgentResponse.notThisVault && code != "locked")
+        default:
+            throw Unavailable("the agent answered a token request with another kind of message", noteworthy: true)
+        }
+    }
+
+    /// The agent's status.
+    public func status() throws(Unavailable) -> AgentStatus {
+        switch try send(.status) {
+        case .status(let status): return status
+        case .failure(let code, let message): throw Unavailable("the agent refused (\(code): \(message))", noteworthy: true)
+        default: throw Unavailable("the agent answered a status request with another kind of message", noteworthy: true)
+        }
+    }
+
+    /// The agent's failures that are answers: the direct path would have said the same.
+    static let definitive: Set<VaultError.Code> = [
+        .notFound, .expired, .reauthenticationRequired, .invalidInput, .configurationError, .tokenEndpointError,
+        .httpError, .networkFailure, .authenticationFailed,
+    ]
+
+    /// One connection to the agent, for several requests in turn (a long-running program, a
+    /// benchmark). Not for use by two threads at once.
+    public final class Connection: @unchecked Sendable {  // a descriptor, used by one caller at a time
+        private let fd: Int32
+
+        /// Connects; never waits (a Unix socket's connect completes or fails at once).
+        public init(socketPath: String) throws(Unavailable) {
+            do {
+                fd = try SystemCall.connectUnix(socketPath)
+            } catch {
+                switch error {
+                case .noSuchFileOrDirectory: throw Unavailable("no agent socket at \(socketPath)")
+                case Errno(rawValue: ECONNREFUSED): throw Unavailable("no agent listens on \(socketPath)")
+                default: throw Unavailable("could not connect to the agent at \(socketPath): \(error.message)", noteworthy: true)
+                }
+            }
+        }
+
+        deinit { SystemCall.close(fd) }
+
+        /// Sends `request` and reads the answer, both within `deadline`.
+        public func send(_ request: AgentRequest, deadline: Duration) throws(Unavailable) -> AgentResponse {
+            let milliseconds = Int32(clamping: deadline.components.seconds * 1000 + deadline.components.attoseconds / 1_000_000_000_000_000)
+            let start = SystemCall.monotonicMilliseconds
+            var bytes = request.encoded()
+            defer { bytes.wipe() }
+            do {
+                try FrameIO.write(fd, bytes, deadlineMilliseconds: milliseconds)
+            } catch {
+                throw Unavailable("the agent did not take the request: \(error.message)", noteworthy: true)
+            }
+            let left = max(1, Int32(clamping: Int64(milliseconds) - (SystemCall.monotonicMilliseconds - start)))
+            let body: [UInt8]
+            do {
+                body = try FrameIO.readBody(fd, idleMilliseconds: left, deadlineMilliseconds: left)
+            } catch {
+                switch error {
+                case .closed: throw Unavailable("the agent closed the connection without an answer", noteworthy: true)
+                case .timedOut: throw Unavailable("the agent did not answer within \(milliseconds) ms", noteworthy: true)
+                case .malformed(let reason): throw Unavailable("the agent's answer is not a frame: \(reason)", noteworthy: true)
+                case .system(let errno): throw Unavailable("could not read the agent's answer: \(errno.message)", noteworthy: true)
+                }
+            }
+            do {
+                let response = try AgentResponse(body: body)
+                if case .failure(let code, let message) = response, code == VaultError.Code.unsupportedVersion.description {
+                    throw Unavailable("the agent refused this client's protocol version: \(message)", versionMismatch: true)
+                }
+                return response
+            } catch let error as AgentProtocol.DecodingError {
+                if let version = error.peerVersion {
+                    throw Unavailable(
+                        "the agent speaks protocol version \(version), this vault speaks \(AgentProtocol.version)",
+                        versionMismatch: true)
+                }
+                throw Unavailable("the agent's answer could not be read: \(error.reason)", noteworthy: true)
+            } catch let error as Unavailable {
+                throw error
+            } catch {
+                throw Unavailable("the agent's answer could not be read", noteworthy: true)
+            }
+        }
+    }
+}

@@ -1,0 +1,359 @@
+// Owns: the agent's wire format, as a pure value layer: frames and messages to and from bytes,
+// with no descriptor, clock or lock (the I/O shell is AgentClient and AgentServer).
+public import Foundation
+
+/// The protocol `vault agent` speaks on its socket: versioned, length-prefixed request/response.
+///
+/// Every message is one frame:
+///
+/// ```
+/// +----------------------+---------+------+-----------------+
+/// | length (4 bytes, BE) | version | kind | payload         |
+/// +----------------------+---------+------+-----------------+
+///   = 2 + payload bytes     1 byte   1 byte  length - 2 bytes
+/// ```
+///
+/// `length` counts the bytes after it, at least 2 and at most ``maximumBodyLength``; a larger
+/// length is refused before any of the body is read. The payload is compact JSON for every kind
+/// but `unlock`, whose payload is the passphrase's bytes. See <doc:Agent> for every kind.
+///
+/// A peer that receives a frame whose version is not ``version`` answers (if it is the agent)
+/// with a `failure` frame of its own version, code `unsupported-version`, and closes; a client
+/// that receives one says so and goes direct.
+public enum AgentProtocol: Sendable {
+    /// The version this build speaks.
+    public static let version: UInt8 = 1
+    /// The largest body (version, kind and payload) either side accepts: 64 KiB, room for a JWT
+    /// access token of some kilobytes and for the status of a few hundred entries.
+    public static let maximumBodyLength = 64 * 1024
+    /// The length prefix.
+    public static let headerLength = 4
+
+    /// A message kind: the second byte of every body.
+    enum Kind: UInt8 {
+        case tokenRequest = 0x01
+        case statusRequest = 0x02
+        case unlockRequest = 0x03
+        case lockRequest = 0x04
+        case tokenResponse = 0x81
+        case statusResponse = 0x82
+        case done = 0x83
+        case failure = 0xFF
+    }
+
+    /// Why bytes are not a message.
+    public struct DecodingError: Error, Sendable, Equatable, CustomStringConvertible {
+        /// The other side speaks another version (the body's first byte), when that is the reason.
+        public let peerVersion: UInt8?
+        /// What is wrong, for a person; never holds the bytes.
+        public let reason: String
+
+        init(_ reason: String, peerVersion: UInt8? = nil) {
+            self.reason = reason
+            self.peerVersion = peerVersion
+        }
+
+        public var description: String { reason }
+    }
+
+    // MARK: Frames
+
+    /// The body length a 4-byte header announces.
+    /// - Throws: ``DecodingError`` when it is below 2 or above ``maximumBodyLength``: the frame
+    ///   is refused before its body is read.
+    public static func bodyLength(header: some Collection<UInt8>) throws(DecodingError) -> Int {
+        guard header.count == headerLength else { throw DecodingError("a frame header is \(headerLength) bytes") }
+        let length = header.reduce(0) { ($0 << 8) | Int($1) }
+        guard length >= 2 else { throw DecodingError("a frame body holds at least a version and a kind") }
+        guard length <= maximumBodyLength else {
+            throw DecodingError("a frame of \(length) bytes is larger than the \(maximumBodyLength) bytes the protocol allows")
+        }
+        return length
+    }
+
+    /// One frame: the header, then `body`.
+    static func frame(kind: Kind, payload: some Collection<UInt8>, version: UInt8 = version) -> [UInt8] {
+        let length = 2 + payload.count
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(headerLength + length)
+        bytes += [UInt8(truncatingIfNeeded: length >> 24), UInt8(truncatingIfNeeded: length >> 16),
+                  UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length)]
+        bytes += [version, kind.rawValue]
+        bytes += payload
+        return bytes
+    }
+
+    /// The kind and payload of a body, once its version is checked.
+    static func split(body: some Collection<UInt8>) throws(DecodingError) -> (Kind, ArraySlice<UInt8>) {
+        let bytes = Array(body)
+        guard bytes.count >= 2 else { throw DecodingError("a frame body holds at least a version and a kind") }
+        guard bytes.count <= maximumBodyLength else { throw DecodingError("the frame is larger than the protocol allows") }
+        guard bytes[0] == version else {
+            throw DecodingError(
+                "the other side speaks agent protocol version \(bytes[0]); this one speaks \(version)", peerVersion: bytes[0])
+        }
+        guard let kind = Kind(rawValue: bytes[1]) else {
+            throw DecodingError("unknown message kind \(bytes[1])")
+        }
+        return (kind, bytes[2...])
+    }
+
+    static func json<Value: Decodable>(_ type: Value.Type, _ payload: ArraySlice<UInt8>) throws(DecodingError) -> Value {
+        do {
+            return try JSONDecoder().decode(type, from: Data(payload))
+        } catch {
+            throw DecodingError("the payload is not the JSON this message kind carries")
+        }
+    }
+
+    static func json(_ value: some Encodable) -> [UInt8] {
+        // Keys sorted, so that one message is always the same bytes (the fuzz seeds are compared).
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Encoding a struct of strings, finite numbers and booleans does not fail.
+        return (try? encoder.encode(value)).map(Array.init) ?? Array("{}".utf8)
+    }
+
+    // MARK: Failure codes
+
+    /// The ``VaultError/Code-swift.struct`` a `failure` frame names, by its stable name.
+    static func code(named name: String) -> VaultError.Code? {
+        codes.first { $0.description == name }
+    }
+
+    private static let codes: [VaultError.Code] = [
+        .notFound, .expired, .backendUnavailable, .locked, .authenticationFailed, .integrityFailure, .notAVault,
+        .unsupportedVersion, .truncated, .emptyFile, .permissionDenied, .insecurePermissions, .invalidInput, .io,
+        .diskFull, .keyFileMissing, .alreadyExists, .tooLarge, .timeout, .tokenEndpointError,
+        .reauthenticationRequired, .cancelled, .configurationError, .networkFailure, .httpError,
+    ]
+}
+
+/// What a client asks the agent.
+public enum AgentRequest: Sendable, Equatable {
+    /// The access token under a key. `vault` names the vault the client would open (see
+    /// ``AgentProtocol/vaultIdentity(of:)``): an agent serving another vault refuses with
+    /// `not-this-vault` and the client goes direct.
+    case token(AgentTokenRequest)
+    /// Whether the agent is unlocked, and when it refreshes each entry next.
+    case status
+    /// A passphrase for the agent's locked file vault (`vault unlock`).
+    case unlock(passphrase: SecretBytes)
+    /// Forget the key now (`vault lock`).
+    case lock
+
+    /// The frame for this request.
+    public func encoded() -> [UInt8] {
+        switch self {
+        case .token(let request): AgentProtocol.frame(kind: .tokenRequest, payload: AgentProtocol.json(request))
+        case .status: AgentProtocol.frame(kind: .statusRequest, payload: [])
+        case .unlock(let passphrase):
+            passphrase.withUnsafeBytes { AgentProtocol.frame(kind: .unlockRequest, payload: Array($0)) }
+        case .lock: AgentProtocol.frame(kind: .lockRequest, payload: [])
+        }
+    }
+
+    /// The request a frame body (the bytes after the length) holds.
+    /// - Throws: ``AgentProtocol/DecodingError`` for another version, an unknown or response kind,
+    ///   a payload that is not what the kind carries, or an invalid key.
+    public init(body: some Collection<UInt8>) throws(AgentProtocol.DecodingError) {
+        let (kind, payload) = try AgentProtocol.split(body: body)
+        switch kind {
+        case .tokenRequest:
+            let request = try AgentProtocol.json(AgentTokenRequest.self, payload)
+            guard (try? request.key()) != nil else { throw AgentProtocol.DecodingError("the request names no valid entry") }
+            guard request.leeway.isFinite, request.leeway >= 0, request.leeway <= 86_400 else {
+                throw AgentProtocol.DecodingError("the leeway must be between 0 and 86400 seconds")
+            }
+            self = .token(request)
+        case .statusRequest, .lockRequest:
+            guard payload.isEmpty else { throw AgentProtocol.DecodingError("this message kind carries no payload") }
+            self = kind == .statusRequest ? .status : .lock
+        case .unlockRequest:
+            guard !payload.isEmpty else { throw AgentProtocol.DecodingError("an unlock request carries a passphrase") }
+            do {
+                self = .unlock(passphrase: try SecretBytes(copying: payload))
+            } catch {
+                throw AgentProtocol.DecodingError("no secure memory for the passphrase")
+            }
+        default:
+            throw AgentProtocol.DecodingError("a response is not a request")
+        }
+    }
+}
+
+/// A `token` request's fields.
+public struct AgentTokenRequest: Sendable, Equatable, Codable {
+    public var service: String
+    public var account: String
+    /// Refresh first if the token expires within `leeway` seconds (and the entry can be refreshed).
+    public var fresh: Bool
+    public var leeway: Double
+    /// The vault the client would open directly (``AgentProtocol/vaultIdentity(of:)``).
+    public var vault: String
+
+    public init(key: CredentialKey, fresh: Bool, leeway: TimeInterval = 60, vault: String) {
+        self.service = key.service
+        self.account = key.account
+        self.fresh = fresh
+        self.leeway = leeway
+        self.vault = vault
+    }
+
+    public func key() throws -> CredentialKey { try CredentialKey(service: service, account: account) }
+}
+
+/// What the agent hands out: the access token and what a caller needs to use it, never the
+/// refresh token, the client secret or any key.
+public struct AgentToken: Sendable, Equatable, Codable, CustomStringConvertible {
+    public var accessToken: String
+    public var tokenType: String
+    /// Seconds since 1970, or nil when the server gave no expiry.
+    public var expiresAt: Double?
+    public var scope: String?
+    /// The agent vouches for it: got from the refresh path (as fresh as the server makes them),
+    /// or kept fresh by the agent's refresh ahead.
+    public var fresh: Bool
+
+    enum CodingKeys: String, CodingKey {
+        case accessToken = "access_token", tokenType = "token_type", expiresAt = "expires_at", scope, fresh
+    }
+
+    public init(accessToken: String, tokenType: String, expiresAt: Date?, scope: String?, fresh: Bool) {
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.expiresAt = expiresAt?.timeIntervalSince1970
+        self.scope = scope
+        self.fresh = fresh
+    }
+
+    /// The expiry as a date.
+    public var expiry: Date? { expiresAt.map(Date.init(timeIntervalSince1970:)) }
+
+    /// The token as an ``OAuthToken`` with no refresh token (the agent never hands one out).
+    public var oauthToken: OAuthToken {
+        OAuthToken(accessToken: accessToken, tokenType: tokenType, scope: scope, expiresAt: expiry)
+    }
+
+    public var description: String { "AgentToken(\(tokenType), access token redacted)" }
+}
+
+/// What `status` answers.
+public struct AgentStatus: Sendable, Equatable, Codable {
+    /// One entry the agent refreshes ahead.
+    public struct Entry: Sendable, Equatable, Codable {
+        public var service: String
+        public var account: String
+        /// When the agent refreshes it next (seconds since 1970), or nil when it will not.
+        public var nextRefresh: Double?
+        /// `scheduled`, `backing-off`, `rejected` (log in again) or `not-refreshable`.
+        public var state: String
+
+        enum CodingKeys: String, CodingKey { case service, account, nextRefresh = "next_refresh", state }
+
+        public init(service: String, account: String, nextRefresh: Double?, state: String) {
+            self.service = service
+            self.account = account
+            self.nextRefresh = nextRefresh
+            self.state = state
+        }
+    }
+
+    public var pid: Int32
+    public var unlocked: Bool
+    /// The vault it serves (``AgentProtocol/vaultIdentity(of:)``).
+    public var vault: String
+    /// The fraction of a token's lifetime after which it is refreshed.
+    public var refreshAt: Double
+    public var entries: [Entry]
+
+    enum CodingKeys: String, CodingKey { case pid, unlocked, vault, refreshAt = "refresh_at", entries }
+
+    public init(pid: Int32, unlocked: Bool, vault: String, refreshAt: Double, entries: [Entry]) {
+        self.pid = pid
+        self.unlocked = unlocked
+        self.vault = vault
+        self.refreshAt = refreshAt
+        self.entries = entries
+    }
+}
+
+/// What the agent answers.
+public enum AgentResponse: Sendable, Equatable {
+    case token(AgentToken)
+    case status(AgentStatus)
+    /// `unlock` or `lock` done.
+    case done
+    /// The request failed: `code` is a ``VaultError/Code-swift.struct`` name (or `not-this-vault`),
+    /// `message` a message that holds no secret.
+    case failure(code: String, message: String)
+
+    /// The code of a failure that means "this agent serves another vault".
+    public static let notThisVault = "not-this-vault"
+
+    struct Failure: Codable {
+        var code: String
+        var message: String
+    }
+
+    /// The frame for this response, in `version` (the agent answers a client of another version
+    /// in its own version, with `unsupported-version`).
+    public func encoded(version: UInt8 = AgentProtocol.version) -> [UInt8] {
+        switch self {
+        case .token(let token): AgentProtocol.frame(kind: .tokenResponse, payload: AgentProtocol.json(token), version: version)
+        case .status(let status): AgentProtocol.frame(kind: .statusResponse, payload: AgentProtocol.json(status), version: version)
+        case .done: AgentProtocol.frame(kind: .done, payload: [], version: version)
+        case .failure(let code, let message):
+            AgentProtocol.frame(kind: .failure, payload: AgentProtocol.json(Failure(code: code, message: message)), version: version)
+        }
+    }
+
+    /// The response a frame body holds.
+    public init(body: some Collection<UInt8>) throws(AgentProtocol.DecodingError) {
+        let (kind, payload) = try AgentProtocol.split(body: body)
+        switch kind {
+        case .tokenResponse:
+            let token = try AgentProtocol.json(AgentToken.self, payload)
+            guard token.expiresAt?.isFinite ?? true else { throw AgentProtocol.DecodingError("the expiry is not a finite time") }
+            self = .token(token)
+        case .statusResponse:
+            let status = try AgentProtocol.json(AgentStatus.self, payload)
+            guard status.refreshAt.isFinite, status.entries.allSatisfy({ $0.nextRefresh?.isFinite ?? true }) else {
+                throw AgentProtocol.DecodingError("a time in the status is not finite")
+            }
+            self = .status(status)
+        case .done:
+            guard payload.isEmpty else { throw AgentProtocol.DecodingError("this message kind carries no payload") }
+            self = .done
+        case .failure:
+            let failure = try AgentProtocol.json(Failure.self, payload)
+            self = .failure(code: failure.code, message: failure.message)
+        default:
+            throw AgentProtocol.DecodingError("a request is not a response")
+        }
+    }
+
+    /// The error a failure stands for, as the library would have thrown it directly.
+    public var error: VaultError? {
+        guard case .failure(let code, let message) = self else { return nil }
+        return VaultError(AgentProtocol.code(named: code) ?? .io, message)
+    }
+}
+
+extension AgentProtocol {
+    /// What names a vault between a client and the agent: the backend asked for and the file it
+    /// would use. An agent answers only requests that name the vault it opened.
+    public static func vaultIdentity(of configuration: VaultConfiguration) -> String {
+        "\(configuration.backend.rawValue) \(configuration.resolvedFilePath)"
+    }
+
+    /// The agent's socket: `TOKEN_VAULT_AGENT_SOCKET` when set (a system agent, or the socket
+    /// `vault run` hands its command), else `$XDG_RUNTIME_DIR/tokenvault/agent.sock`; nil when
+    /// `TOKEN_VAULT_AGENT=off` or there is no runtime directory.
+    public static func socketPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+        if environment["TOKEN_VAULT_AGENT"] == "off" { return nil }
+        if let path = environment["TOKEN_VAULT_AGENT_SOCKET"], path.hasPrefix("/") { return path }
+        guard let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else { return nil }
+        return runtime + "/tokenvault/agent.sock"
+    }
+}

@@ -1,0 +1,473 @@
+// Owns: the agent's I/O shell: the listening socket, one thread per connection (bounded), the
+// peer check, and the refresh-ahead loop. What a request means is `answer(_:)`; the bytes are
+// AgentProtocol's.
+internal import Foundation
+internal import Dispatch
+internal import Glibc
+internal import Synchronization
+
+/// The broker behind `vault agent`: holds one opened vault and answers ``AgentRequest``s on a
+/// Unix socket.
+///
+/// - Every peer is checked with `SO_PEERCRED`: another uid is refused (and logged, by uid and pid).
+/// - At most ``Options/maximumConnections`` connections at once; a connection past that is
+///   closed at once, and its client goes direct. Each request must arrive whole within
+///   ``Options/requestDeadline`` of its first byte, so a slow or silent client holds only its own
+///   thread, never another client's answer.
+/// - It hands out access tokens, their type, expiry and scope; never a refresh token, a client
+///   secret or a key (``AgentToken`` has no field for them).
+/// - It keeps no copy of any token: every request is read from the vault through its store, which
+///   notices another process's write (the file vault: inotify or a `stat` of the file on every
+///   read; the Secret Service: a read over D-Bus). So a direct `vault set`, `delete` or `login` is
+///   what the next request sees.
+/// - It refreshes ahead: an entry with a client registration is refreshed once
+///   ``Options/refreshAt`` of its lifetime has passed, through the vault's single flight (one
+///   refresh across the agent and every other process), with backoff when the endpoint fails and
+///   never again after the server rejected the refresh token.
+package final class AgentServer: Sendable {
+    package struct Options: Sendable {
+        package var socketPath: String
+        /// The fraction of a token's lifetime after which the agent refreshes it.
+        package var refreshAt: Double = 0.75
+        /// Forget the vault (and its key) after this long without a request; nil: never.
+        package var idleLock: Duration?
+        package var maximumConnections = 64
+        /// How long a request may take to arrive once its first byte has.
+        package var requestDeadline: Duration = .seconds(2)
+        /// How long a connection may sit idle between requests.
+        package var connectionIdle: Duration = .seconds(60)
+        /// The only uid served.
+        package var uid: UInt32 = SystemCall.effectiveUserID
+
+        package init(socketPath: String) { self.socketPath = socketPath }
+    }
+
+    /// Opens the vault: with nil, from the configured key source (a key file, a passphrase file,
+    /// a systemd credential, or none needed); with a passphrase from `vault unlock`.
+    package typealias Opener = @Sendable (_ passphrase: SecretBytes?) async throws -> Vault
+
+    private struct Plan: Sendable {
+        var next: Date?
+        var state: String
+        var failures = 0
+        var backoffUntil: Date?
+        /// The token the plan was made for (its issue time): a new token resets the backoff.
+        var issuedAt: Date
+    }
+
+    private struct State: Sendable {
+        var vault: Vault?
+        var lastUse = SystemCall.monotonicMilliseconds
+        var connections = 0
+        var plans: [CredentialKey: Plan] = [:]
+        var stopping = false
+        var listener: Int32 = -1
+        /// The listener came from the service manager (socket activation).
+        var activated = false
+    }
+
+    package let options: Options
+    private let identity: String
+    private let opener: Opener
+    /// Whether the vault can be opened without `vault unlock` (after an idle lock, say).
+    private let opensItself: Bool
+    private let client: TokenEndpointClient
+    private let log: @Sendable (String) -> Void
+    private let state = Mutex(State())
+
+    package init(
+        options: Options, identity: String, opensItself: Bool, client: TokenEndpointClient = TokenEndpointClient(),
+        log: @escaping @Sendable (String) -> Void, opener: @escaping Opener
+    ) {
+        self.options = options
+        self.identity = identity
+        self.opensItself = opensItself
+        self.client = client
+        self.log = log
+        self.opener = opener
+    }
+
+    /// Whether a vault is open (unlocked).
+    package var isUnlocked: Bool { state.withLock { $0.vault != nil } }
+
+    /// Opens the vault now when it needs no passphrase from `vault unlock`.
+    package func unlockAtStart() async throws {
+        guard opensItself else { return }
+        let vault = try await opener(nil)
+        state.withLock { $0.vault = vault }
+    }
+
+    // MARK: The socket
+
+    /// Makes the socket's directory (0700, ours) if it is the default one, takes over a stale
+    /// socket, and listens (0600).
+    /// - Throws: ``VaultError`` when another agent answers there, or the directory is not private.
+    package func listen() throws {
+        let path = options.socketPath
+        let directory = (path as NSString).deletingLastPathComponent
+        do {
+            _ = try SystemCall.makeDirectory(directory, mode: 0o700)
+            guard let status = try SystemCall.lstat(directory), status.isDirectory else {
+                throw VaultError(.permissionDenied, "The agent's socket directory \(directory) is not a directory.")
+            }
+            // The default directory is private (0700); one named by TOKEN_VAULT_AGENT_SOCKET (a
+            // system agent's) may let others through to the socket, never write in it.
+            let isDefault = path.hasSuffix("/tokenvault/agent.sock")
+            guard status.isOwnedByCaller, status.permissionBits & (isDefault ? 0o077 : 0o022) == 0 else {
+                throw VaultError(
+                    .insecurePermissions,
+                    "The agent's socket directory \(directory) must belong to you and be private (0700); it is \(String(status.permissionBits, radix: 8)).")
+            }
+            if (try? SystemCall.connectUnix(path)).map({ SystemCall.close($0); return true }) == true {
+                throw VaultError(.alreadyExists, "An agent already listens on \(path).")
+            }
+            try SystemCall.unlinkIfPresent(path)
+            let fd = try SystemCall.listenUnix(path, mode: 0o600, backlog: 128)
+            state.withLock { $0.listener = fd }
+        } catch let error as Errno {
+            throw VaultError(.io, "Could not listen on \(path): \(error.message).")
+        }
+    }
+
+    /// Serves on a listening socket the service manager opened (systemd socket activation:
+    /// `LISTEN_FDS=1` and `LISTEN_PID` this process, the socket on descriptor 3). The socket and
+    /// its permissions are the unit's; it is not removed when the agent stops.
+    /// - Returns: false when the environment hands over no socket.
+    package func adoptActivatedSocket(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
+        guard environment["LISTEN_FDS"] == "1", environment["LISTEN_PID"] == String(getpid()) else { return false }
+        let fd: Int32 = 3
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        state.withLock {
+            $0.listener = fd
+            $0.activated = true
+        }
+        return true
+    }
+
+    /// Serves until ``stop()``: the accept loop on a thread of its own, the refresh-ahead loop here.
+    package func serve() async {
+        let listener = state.withLock { $0.listener }
+        precondition(listener >= 0, "listen() first")
+        let acceptThread = Thread { [self] in acceptLoop(listener) }
+        acceptThread.name = "agent-accept"
+        acceptThread.start()
+        await refreshLoop()
+    }
+
+    /// Stops accepting and ends ``serve()``; removes the socket.
+    package func stop() {
+        let ownSocket = state.withLock { state -> Bool in
+            state.stopping = true
+            state.vault = nil
+            return state.listener >= 0 && !state.activated
+        }
+        if ownSocket { _ = try? SystemCall.unlinkIfPresent(options.socketPath) }
+    }
+
+    private var stopping: Bool { state.withLock { $0.stopping } }
+
+    private func acceptLoop(_ listener: Int32) {
+        while !stopping {
+            let ready: Bool
+            do { ready = try SystemCall.wait(listener, milliseconds: 200) } catch {
+                log("vault agent: poll on the socket failed: \(error.message)")
+                return
+            }
+            guard ready else { continue }
+            let fd: Int32?
+            do { fd = try SystemCall.accept(listener) } catch {
+                // EMFILE and the like: the client goes direct; try again shortly.
+                log("vault agent: could not accept a connection: \(error.message)")
+                usleep(50_000)
+                continue
+            }
+            guard let fd else { continue }
+            admit(fd)
+        }
+        SystemCall.close(listener)
+    }
+
+    private func admit(_ fd: Int32) {
+        let peer: SystemCall.PeerCredentials
+        do { peer = try SystemCall.peerCredentials(fd) } catch {
+            log("vault agent: refused a connection whose peer cannot be identified: \(error.message)")
+            SystemCall.close(fd)
+            return
+        }
+        guard peer.uid == options.uid else {
+            log("vault agent: refused a connection from uid \(peer.uid) (pid \(peer.pid)): this agent serves uid \(options.uid) only")
+            let refusal = AgentResponse.failure(
+                code: VaultError.Code.permissionDenied.description,
+                message: "This agent serves uid \(options.uid) only; uid \(peer.uid) is refused.")
+            try? FrameIO.write(fd, refusal.encoded(), deadlineMilliseconds: 100)
+            SystemCall.close(fd)
+            return
+        }
+        let admitted = state.withLock { state -> Bool in
+            guard state.connections < options.maximumConnections else { return false }
+            state.connections += 1
+            return true
+        }
+        guard admitted else {
+            // The client reads an end of stream and goes direct.
+            log("vault agent: \(options.maximumConnections) connections are open; closed a new one from pid \(peer.pid)")
+            SystemCall.close(fd)
+            return
+        }
+        let thread = Thread { [self] in
+            serveConnection(fd)
+            SystemCall.close(fd)
+            state.withLock { $0.connections -= 1 }
+        }
+        thread.stackSize = 256 * 1024
+        thread.start()
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Int32 {
+        Int32(clamping: duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+    }
+
+    private func serveConnection(_ fd: Int32) {
+        while !stopping {
+            var body: [UInt8]
+            do {
+                body = try FrameIO.readBody(
+                    fd, idleMilliseconds: Self.milliseconds(options.connectionIdle),
+                    deadlineMilliseconds: Self.milliseconds(options.requestDeadline))
+            } catch {
+                switch error {
+                case .closed, .system: return
+                case .timedOut:
+                    return  // a silent or slow client: only its connection is closed
+                case .malformed(let reason):
+                    refuse(fd, .invalidInput, "The request is not a frame: \(reason).")
+                    return
+                }
+            }
+            let request: AgentRequest
+            do {
+                request = try AgentRequest(body: body)
+            } catch {
+                if let version = error.peerVersion {
+                    refuse(fd, .unsupportedVersion, "This agent speaks protocol version \(AgentProtocol.version), not \(version).")
+                } else {
+                    refuse(fd, .invalidInput, "The request is malformed: \(error.reason).")
+                }
+                return
+            }
+            // The passphrase of an unlock request is in `body` too: wipe it.
+            body.wipe()
+            let response = answerBlocking(request)
+            do {
+                try FrameIO.write(fd, response.encoded(), deadlineMilliseconds: Self.milliseconds(options.requestDeadline))
+            } catch {
+                return
+            }
+        }
+    }
+
+    private func refuse(_ fd: Int32, _ code: VaultError.Code, _ message: String) {
+        log("vault agent: refused a request: \(message)")
+        try? FrameIO.write(fd, AgentResponse.failure(code: code.description, message: message).encoded(), deadlineMilliseconds: 200)
+    }
+
+    /// Runs ``answer(_:)`` from a connection's thread, which waits for it (the cooperative pool's
+    /// threads are never blocked by a socket).
+    private func answerBlocking(_ request: AgentRequest) -> AgentResponse {
+        let box = Mutex<AgentResponse?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            let response = await self.answer(request)
+            box.withLock { $0 = response }
+            done.signal()
+        }
+        done.wait()
+        return box.withLock { $0 } ?? .failure(code: VaultError.Code.io.description, message: "The agent lost its answer.")
+    }
+
+    // MARK: Answers
+
+    /// What the agent answers `request`.
+    package func answer(_ request: AgentRequest) async -> AgentResponse {
+        do {
+            switch request {
+            case .token(let request):
+                guard request.vault == identity else {
+                    return .failure(code: AgentResponse.notThisVault, message: "This agent serves \(identity), not \(request.vault).")
+                }
+                state.withLock { $0.lastUse = SystemCall.monotonicMilliseconds }
+                guard let vault = try await openVault() else {
+                    return .failure(code: VaultError.Code.locked.description, message: "The agent's vault is locked; vault unlock unlocks it.")
+                }
+                return .token(try await serve(request, from: vault))
+            case .status:
+                return .status(status())
+            case .unlock(let passphrase):
+                if state.withLock({ $0.vault != nil }) { return .done }
+                let vault = try await opener(passphrase)
+                state.withLock {
+                    $0.vault = vault
+                    $0.lastUse = SystemCall.monotonicMilliseconds
+                }
+                log("vault agent: unlocked")
+                return .done
+            case .lock:
+                state.withLock {
+                    $0.vault = nil
+                    $0.plans = [:]
+                }
+                log("vault agent: locked (vault lock)")
+                return .done
+            }
+        } catch let error as VaultError {
+            return .failure(code: error.code.description, message: error.message)
+        } catch {
+            return .failure(code: VaultError.Code.io.description, message: "The agent could not answer: \(type(of: error)).")
+        }
+    }
+
+    private func openVault() async throws -> Vault? {
+        if let vault = state.withLock({ $0.vault }) { return vault }
+        guard opensItself, !stopping else { return nil }
+        let vault = try await opener(nil)
+        state.withLock { if $0.vault == nil { $0.vault = vault } }
+        return vault
+    }
+
+    /// How long before expiry the agent refreshes a token: the part of its lifetime after
+    /// ``Options/refreshAt``; nil when its lifetime is unknown.
+    private func aheadMargin(_ token: OAuthToken) -> TimeInterval? {
+        guard let expiresAt = token.expiresAt else { return nil }
+        let lifetime = expiresAt.timeIntervalSince(token.issuedAt)
+        guard lifetime > 0 else { return nil }
+        return lifetime * (1 - options.refreshAt)
+    }
+
+    private func serve(_ request: AgentTokenRequest, from vault: Vault) async throws -> AgentToken {
+        let key = try request.key()
+        guard request.fresh else {
+            guard let token = try await vault.token(for: key) else { throw VaultError(.notFound, "No token is stored for \(key).") }
+            return AgentToken(token, fresh: false)
+        }
+        guard let entry = try await vault.tokenEntry(for: key) else { throw VaultError(.notFound, "No token is stored for \(key).") }
+        guard entry.registration != nil, entry.rejection == nil else {
+            // As vault get --fresh: a rejected entry throws; one the vault cannot refresh is served as stored.
+            do {
+                return AgentToken(try await vault.freshToken(for: key, leeway: request.leeway, client: client), fresh: true)
+            } catch let error as VaultError where error.code == .expired {
+                return AgentToken(entry.token, fresh: false)
+            }
+        }
+        // Refreshed ahead: the agent keeps it fresh, so a token short of its ahead margin is
+        // served as it is, and only one the loop has not reached yet is refreshed here.
+        let leeway = min(request.leeway, aheadMargin(entry.token) ?? request.leeway)
+        if !entry.token.isExpired(at: Date(), leeway: leeway) {
+            return AgentToken(entry.token, fresh: true)
+        }
+        return AgentToken(try await vault.freshToken(for: key, leeway: leeway, client: client), fresh: true)
+    }
+
+    private func status() -> AgentStatus {
+        state.withLock { state in
+            AgentStatus(
+                pid: getpid(), unlocked: state.vault != nil, vault: identity, refreshAt: options.refreshAt,
+                entries: state.plans.sorted { $0.key < $1.key }.map { key, plan in
+                    AgentStatus.Entry(
+                        service: key.service, account: key.account, nextRefresh: plan.next?.timeIntervalSince1970, state: plan.state)
+                })
+        }
+    }
+
+    // MARK: Refresh ahead
+
+    /// How often the loop looks for new entries when no refresh is due sooner.
+    private static let scanInterval: TimeInterval = 2
+
+    private func refreshLoop() async {
+        while !stopping {
+            var wake = Date().addingTimeInterval(Self.scanInterval)
+            if let idle = options.idleLock, state.withLock({ $0.vault != nil }),
+                SystemCall.monotonicMilliseconds - state.withLock({ $0.lastUse }) > Int64(Self.milliseconds(idle))
+            {
+                state.withLock {
+                    $0.vault = nil
+                    $0.plans = [:]
+                }
+                log("vault agent: locked after \(idle) without a request")
+            }
+            if let vault = state.withLock({ $0.vault }) {
+                if let due = await refreshDue(in: vault) { wake = min(wake, due) }
+            }
+            let delay = max(0.02, wake.timeIntervalSinceNow)
+            do { try await Task.sleep(for: .milliseconds(Int(delay * 1000))) } catch { return }
+        }
+    }
+
+    /// Refreshes every entry that is due, and returns when the next one will be.
+    private func refreshDue(in vault: Vault) async -> Date? {
+        let keys: [CredentialKey]
+        do { keys = try await vault.keys() } catch {
+            log("vault agent: could not list the vault's entries: \((error as? VaultError)?.message ?? "\(type(of: error))")")
+            return nil
+        }
+        var next: Date?
+        var plans: [CredentialKey: Plan] = [:]
+        let known = state.withLock { $0.plans }
+        for key in keys {
+            let entry: TokenEntry?
+            do { entry = try await vault.tokenEntry(for: key) } catch let error as VaultError where error.code == .invalidInput {
+                continue  // an opaque secret
+            } catch {
+                log("vault agent: could not read \(key): \((error as? VaultError)?.message ?? "\(type(of: error))")")
+                continue
+            }
+            guard let entry else { continue }
+            var plan = known[key].flatMap { $0.issuedAt == entry.token.issuedAt ? $0 : nil }
+                ?? Plan(next: nil, state: "scheduled", issuedAt: entry.token.issuedAt)
+            guard entry.registration != nil, entry.token.refreshToken != nil, entry.rejection == nil,
+                let expiresAt = entry.token.expiresAt, let margin = aheadMargin(entry.token)
+            else {
+                plan.next = nil
+                plan.state = entry.rejection != nil ? "rejected" : "not-refreshable"
+                plans[key] = plan
+                continue
+            }
+            let due = max(expiresAt.addingTimeInterval(-margin), plan.backoffUntil ?? .distantPast)
+            if due <= Date() {
+                do {
+                    let token = try await vault.freshToken(for: key, leeway: margin + 1, client: client)
+                    plan = Plan(next: aheadDue(token), state: "scheduled", issuedAt: token.issuedAt)
+                } catch let error as VaultError where error.code == .reauthenticationRequired {
+                    plan.next = nil
+                    plan.state = "rejected"
+                    log("vault agent: the server rejected the refresh token of \(key); it is not presented again (log in again)")
+                } catch {
+                    plan.failures += 1
+                    let wait = min(300, pow(2, Double(min(plan.failures, 9))))
+                    plan.backoffUntil = Date().addingTimeInterval(wait)
+                    plan.next = plan.backoffUntil
+                    plan.state = "backing-off"
+                    log("vault agent: refreshing \(key) failed (\((error as? VaultError)?.message ?? "\(type(of: error))")); next try in \(Int(wait)) s")
+                }
+            } else {
+                plan.next = due
+            }
+            plans[key] = plan
+            if let due = plan.next { next = min(next ?? due, due) }
+        }
+        state.withLock { if $0.vault != nil { $0.plans = plans } }
+        return next
+    }
+
+    private func aheadDue(_ token: OAuthToken) -> Date? {
+        guard let expiresAt = token.expiresAt, let margin = aheadMargin(token) else { return nil }
+        return expiresAt.addingTimeInterval(-margin)
+    }
+}
+
+extension AgentToken {
+    init(_ token: OAuthToken, fresh: Bool) {
+        self.init(accessToken: token.accessToken, tokenType: token.tokenType, expiresAt: token.expiresAt, scope: token.scope, fresh: fresh)
+    }
+}

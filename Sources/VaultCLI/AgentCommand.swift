@@ -1,0 +1,222 @@
+#if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
+import ArgumentParser
+import Dispatch
+import Foundation
+import TokenVault
+
+import Glibc
+
+extension VaultCommand {
+    struct Agent: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "agent",
+            abstract: "Run the token agent in the foreground: unlock once, refresh ahead, hand out access tokens on a socket.",
+            discussion: """
+                Opens the vault once (a file vault with its key file, passphrase file or systemd \
+                credential; with none, the agent starts locked and `vault unlock` gives it the \
+                passphrase) and listens on $XDG_RUNTIME_DIR/tokenvault/agent.sock (directory 0700, \
+                socket 0600; TOKEN_VAULT_AGENT_SOCKET or --socket to choose another). Only \
+                processes of the same user are served (SO_PEERCRED); others are refused and logged.
+
+                vault get, get --fresh, vault run and vault git-credential ask the agent first and \
+                go direct, as without it, when it does not answer within 0.5 s, speaks another \
+                protocol version or serves another vault. TOKEN_VAULT_AGENT=off bypasses it.
+
+                Over the socket a client gets the access token, its type, expiry and scope, never \
+                the refresh token, the client secret or the key. An entry with a client \
+                registration is refreshed once --refresh-at of its lifetime has passed, through the \
+                same single flight as every other process. Writes (set, delete, login) go to the \
+                vault directly; the agent reads every answer from the vault, so it never serves a \
+                token the vault no longer holds.
+
+                SIGTERM or SIGINT stop it; vault lock (or --idle-timeout) makes it forget the key.
+                """
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        @Option(help: ArgumentHelp("The socket (default $TOKEN_VAULT_AGENT_SOCKET, else $XDG_RUNTIME_DIR/tokenvault/agent.sock).", valueName: "path"))
+        var socket: String?
+
+        @Option(help: ArgumentHelp("Refresh a token once this fraction of its lifetime has passed (0.1 to 0.95).", valueName: "fraction"))
+        var refreshAt: Double = 0.75
+
+        @Option(help: ArgumentHelp("Forget the vault's key after this many seconds without a request (default: never).", valueName: "seconds"))
+        var idleTimeout: Int?
+
+        @Option(help: ArgumentHelp("At most this many connections at once; more are closed and go direct.", valueName: "count"))
+        var maxConnections: Int = 64
+
+        func validate() throws {
+            try global.validateConfiguration()
+            guard (0.1...0.95).contains(refreshAt) else { throw ValidationError("--refresh-at must be between 0.1 and 0.95.") }
+            if let idleTimeout, idleTimeout < 1 { throw ValidationError("--idle-timeout must be at least 1 second.") }
+            guard (1...4096).contains(maxConnections) else { throw ValidationError("--max-connections must be between 1 and 4096.") }
+            if let socket, !socket.hasPrefix("/") { throw ValidationError("--socket must be an absolute path.") }
+        }
+
+        func run() async throws {
+            var environment = ProcessInfo.processInfo.environment
+            environment["TOKEN_VAULT_AGENT"] = nil
+            guard let path = socket ?? AgentProtocol.socketPath(environment: environment) else {
+                throw VaultError(
+                    .configurationError, "XDG_RUNTIME_DIR is not set, so the agent has no socket directory; give --socket or TOKEN_VAULT_AGENT_SOCKET.")
+            }
+            var configuration = try global.configuration()
+            if let kind = configuration.backend.kind, !kind.isBuiltIn {
+                throw VaultError(
+                    .configurationError, "vault agent serves the Secret Service and file vaults; the \(kind.rawValue) backend is used directly.")
+            }
+            configuration.createIfMissing = false
+            // A long-lived process: the Secret Service store watches its items, as a library user's does.
+            configuration.secretService.watchesChanges = true
+            configuration.secretService.unlockPrompt = false
+            let plan = await BackendPlan.make(for: configuration)
+            for warning in plan.warnings { try Output.warning(warning) }
+            if let refusal = plan.refusal { throw refusal }
+            if plan.usesFile && !plan.fileExists {
+                throw VaultError(.notFound, "There is no vault yet at \(plan.filePath); store a token first (vault set), then start the agent.")
+            }
+            let base = configuration
+            var options = AgentServer.Options(socketPath: path)
+            options.refreshAt = refreshAt
+            options.idleLock = idleTimeout.map { .seconds($0) }
+            options.maximumConnections = maxConnections
+            let server = AgentServer(
+                options: options, identity: AgentProtocol.vaultIdentity(of: configuration),
+                opensItself: !plan.usesFile || configuration.keySource != nil, client: try HTTPOptions.client(),
+                log: { message in try? Output.note(message) },
+                opener: { passphrase in
+                    var configuration = base
+                    if let passphrase { configuration.keySource = .passphrase(passphrase) }
+                    return try await Vault.open(configuration, plan: await BackendPlan.make(for: configuration))
+                })
+            // Socket activation (tokenvault-agent.socket) hands the socket over; else it is made here.
+            if !server.adoptActivatedSocket() { try server.listen() }
+            do {
+                try await server.unlockAtStart()
+            } catch {
+                server.stop()
+                throw error
+            }
+            let signals = [SIGTERM, SIGINT, SIGHUP].map { number in
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+                source.setEventHandler { server.stop() }
+                source.resume()
+                return source
+            }
+            try Output.note(
+                "vault agent: serving the \(plan.backend?.rawValue ?? configuration.backend.rawValue) vault on \(path) (pid \(getpid()), protocol \(AgentProtocol.version), \(server.isUnlocked ? "unlocked" : "locked: vault unlock unlocks it"))")
+            await server.serve()
+            signals.forEach { $0.cancel() }
+            try Output.note("vault agent: stopped")
+        }
+    }
+
+    struct Unlock: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "unlock",
+            abstract: "Give the running agent its file vault's passphrase.",
+            discussion: """
+                Reads the passphrase as one line from stdin when stdin is not a terminal, else asks \
+                for it on the terminal, and sends it to the agent, which opens the vault with it and keeps the \
+                key in secure memory until vault lock, its idle timeout or its end. Exit 4 for a \
+                wrong passphrase, 6 when no agent answers.
+                """
+        )
+
+        func run() async throws {
+            let client = try AgentCLI.requireAgent()
+            let passphrase: SecretBytes
+            if !Terminal.isTerminal(STDIN_FILENO) {
+                passphrase = try AgentCLI.readLine(from: STDIN_FILENO)
+            } else if let terminal = Terminal.openControllingTerminal() {
+                defer { SystemCall.close(terminal) }
+                passphrase = try Terminal.readPassphrase(prompt: "Passphrase for the agent's vault: ", terminal: terminal)
+            } else {
+                throw VaultError(.invalidInput, "No terminal to ask for the passphrase; give it on standard input.")
+            }
+            var unlocking = client
+            unlocking.deadline = .seconds(30)  // Argon2id takes its time
+            try AgentCLI.expectDone(try AgentCLI.sending(.unlock(passphrase: passphrase), to: unlocking))
+            try Output.note("vault unlock: the agent is unlocked.")
+        }
+    }
+
+    struct Lock: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "lock",
+            abstract: "Make the running agent forget its vault's key.",
+            discussion: "Exit 6 when no agent answers."
+        )
+
+        func run() async throws {
+            let client = try AgentCLI.requireAgent()
+            try AgentCLI.expectDone(try AgentCLI.sending(.lock, to: client))
+            try Output.note("vault lock: the agent forgot the key.")
+        }
+    }
+}
+
+/// How commands use the agent: ask it first, and go direct, as without it, when it cannot answer.
+enum AgentCLI {
+    /// The agent to ask for `global`'s vault, or nil: TOKEN_VAULT_AGENT=off, no socket path, or a
+    /// backend the agent does not serve.
+    static func client(for global: GlobalOptions) -> (client: AgentClient, vault: String)? {
+        guard let client = AgentClient.fromEnvironment() else { return nil }
+        guard let configuration = try? global.configuration() else { return nil }  // direct reports it
+        if let kind = configuration.backend.kind, !kind.isBuiltIn { return nil }
+        return (client, AgentProtocol.vaultIdentity(of: configuration))
+    }
+
+    /// The agent's token under `key`, or nil to go direct. A noteworthy reason (another protocol
+    /// version, a refusal) is said on stderr; "no agent runs" is not.
+    static func token(for key: CredentialKey, fresh: Bool, global: GlobalOptions) throws -> (token: AgentToken, socket: String)? {
+        guard let (client, vault) = client(for: global) else { return nil }
+        do {
+            return (try client.token(for: key, fresh: fresh, leeway: VaultCommand.Get.leeway, vault: vault), client.socketPath)
+        } catch let unavailable as AgentClient.Unavailable {
+            if unavailable.isNoteworthy { try Output.note("vault: \(unavailable.reason); going direct.") }
+            return nil
+        }
+    }
+
+    static func requireAgent() throws -> AgentClient {
+        var environment = ProcessInfo.processInfo.environment
+        environment["TOKEN_VAULT_AGENT"] = nil
+        guard let path = AgentProtocol.socketPath(environment: environment) else {
+            throw VaultError(.backendUnavailable, "No agent socket: XDG_RUNTIME_DIR and TOKEN_VAULT_AGENT_SOCKET are not set.")
+        }
+        return AgentClient(socketPath: path)
+    }
+
+    static func sending(_ request: AgentRequest, to client: AgentClient) throws -> AgentResponse {
+        do {
+            return try client.send(request)
+        } catch {
+            throw VaultError(.backendUnavailable, "No agent answered on \(client.socketPath): \(error.reason).")
+        }
+    }
+
+    static func expectDone(_ response: AgentResponse) throws {
+        if let error = response.error { throw error }
+        guard case .done = response else { throw VaultError(.io, "The agent answered with another kind of message.") }
+    }
+
+    /// One line from `fd` (without its newline) into secure memory.
+    static func readLine(from fd: Int32) throws -> SecretBytes {
+        var bytes = [UInt8]()
+        defer { bytes.wipe() }
+        var byte: UInt8 = 0
+        while bytes.count < 4096 {
+            let count = read(fd, &byte, 1)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 || byte == UInt8(ascii: "\n") { break }
+            bytes.append(byte)
+        }
+        guard !bytes.isEmpty else { throw VaultError(.invalidInput, "No passphrase was given on standard input.") }
+        return try SecretBytes(copying: bytes)
+    }
+}
+#endif

@@ -1,0 +1,409 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
+import Foundation
+import Testing
+@testable import TokenVaultTestSupport
+import TokenVault
+
+import Glibc
+
+/// `vault agent` as its users run it: the real binary, a real file vault, the real OAuth server,
+/// clients that are real `vault` processes. A client is given no key to the vault, so that only
+/// the agent can answer it: a client that succeeds was served by the agent; one given the key and
+/// `TOKEN_VAULT_AGENT=off`, or facing a dead agent, shows the direct path.
+///
+/// Every test fails (never skips) without the server: run them with Scripts/test.
+@Suite(.serialized) struct AgentTests {
+    /// A running agent and the environments to reach it.
+    final class RunningAgent: @unchecked Sendable {
+        let process: ChildProcess
+        let socket: String
+        let log: String
+        /// A client that has no key: only the agent can answer it.
+        let keylessClient: [String: String]
+        /// A client that opens the vault itself (the direct path) and also knows the socket.
+        let keyedClient: [String: String]
+
+        init(_ scratch: VaultScratch, arguments: [String] = [], agentEnvironment: [String: String]? = nil, socketDirectory: String? = nil)
+            async throws
+        {
+            let directory = socketDirectory ?? scratch.path("agent")
+            socket = (directory as NSString).appendingPathComponent("agent.sock")
+            log = scratch.path("agent-\(UUID().uuidString.prefix(6)).log")
+            var environment = agentEnvironment ?? scratch.environment(.encryptedFile)
+            environment["TOKEN_VAULT_AGENT_SOCKET"] = socket
+            process = try ChildProcess(try Products.executable("vault"), ["agent"] + arguments, environment: environment, errorPath: log)
+            var keyed = scratch.environment(.encryptedFile)
+            keyed["TOKEN_VAULT_AGENT_SOCKET"] = socket
+            keyedClient = keyed
+            var keyless = keyed
+            keyless["TOKEN_VAULT_KEY_FILE"] = nil
+            keylessClient = keyless
+            let socket = self.socket
+            let process = self.process
+            try await eventually("the agent listening on \(socket)", bound: .seconds(30)) {
+                try #require(process.isRunning, "the agent exited: \(Self.read(self.log))")
+                return (try? AgentClient(socketPath: socket).status()) != nil
+            }
+        }
+
+        static func read(_ path: String) -> String {
+            (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        }
+
+        var logText: String { Self.read(log) }
+
+        func stop() { process.stop() }
+    }
+
+    private func cli(_ arguments: [String], _ environment: [String: String], stdin: Data = Data()) async throws -> ChildResult {
+        let path = try Products.executable("vault")
+        return try await offPool { try ChildProcess.run(path, arguments, environment: environment, stdin: stdin) }
+    }
+
+    private func bypassing(_ environment: [String: String]) -> [String: String] {
+        var environment = environment
+        environment["TOKEN_VAULT_AGENT"] = "off"
+        return environment
+    }
+
+    @Test func getThroughTheAgentEqualsDirectGetAndFollowsDirectWrites() async throws {
+        let server = try TestOAuthServer.require()
+        let key = try CredentialKey(service: uniqueName("tv-agent-get"), account: "acct")
+        try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
+            try await vault.saveToken(try await server.login(user: uniqueName("agent-get")), for: key, registration: try server.publicClient())
+            let agent = try await RunningAgent(scratch)
+            defer { agent.stop() }
+            let entry = [key.service, key.account]
+
+            for flags in [[], ["--fresh"], ["--header"], ["--fresh", "--header"]] {
+                let viaAgent = try await cli(["get"] + entry + flags, agent.keylessClient)
+                let direct = try await cli(["get"] + entry + flags, bypassing(agent.keyedClient))
+                #expect(viaAgent.status == 0, "\(flags): \(viaAgent)")
+                #expect(direct.status == 0, "\(flags): \(direct)")
+                #expect(viaAgent.stdoutText == direct.stdoutText, "\(flags): the agent's answer differs from the vault's")
+            }
+            // Without a key and with the agent bypassed, the same client cannot read the vault:
+            // what it got above came from the agent.
+            let bypassed = try await cli(["get"] + entry, bypassing(agent.keylessClient))
+            #expect(bypassed.status == 6, "\(bypassed)")
+
+            // A direct write (the library here, as `vault set`, `login` or `delete` would) is what
+            // the agent serves next: it keeps no copy of its own.
+            let replaced = OAuthToken(accessToken: "replaced-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+            try await vault.saveToken(replaced, for: key)
+            let afterSet = try await cli(["get"] + entry, agent.keylessClient)
+            #expect(afterSet.stdoutText == replaced.accessToken + "\n", "\(afterSet)")
+            #expect(try await vault.deleteToken(for: key))
+            let afterDelete = try await cli(["get"] + entry, agent.keylessClient)
+            #expect(afterDelete.status == 2, "\(afterDelete)")
+            #expect(!afterDelete.stderr.contains(replaced.accessToken))
+            #expect(!agent.logText.contains(replaced.accessToken), "the agent logged a token")
+        }
+    }
+
+    @Test func vaultRunAndTheGitHelperUseTheAgentAndTheChildGetsItsSocket() async throws {
+        let server = try TestOAuthServer.require()
+        let key = try CredentialKey(service: uniqueName("tv-agent-run"), account: "acct")
+        try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
+            try await vault.saveToken(try await server.login(user: uniqueName("agent-run")), for: key, registration: try server.publicClient())
+            let agent = try await RunningAgent(scratch)
+            defer { agent.stop() }
+            let stored = try #require(try await vault.token(for: key))
+            let run = try await cli(
+                ["run", "--env", "API_TOKEN=\(key.service)/\(key.account)", "--", "sh", "-c",
+                 "printf '%s\\n%s\\n' \"$API_TOKEN\" \"$TOKEN_VAULT_AGENT_SOCKET\"; vault get \(key.service) \(key.account)"],
+                agent.keylessClient.merging(["PATH": "\((try Products.executable("vault") as NSString).deletingLastPathComponent):/usr/bin:/bin"]) { $1 })
+            #expect(run.status == 0, "\(run)")
+            let lines = run.stdoutText.split(separator: "\n").map(String.init)
+            #expect(lines == [stored.accessToken, agent.socket, stored.accessToken], "\(run)")
+
+            let git = try await cli(
+                ["git-credential", "--service", key.service, "--account", key.account, "get"], agent.keylessClient,
+                stdin: Data("protocol=https\nhost=example.com\n\n".utf8))
+            #expect(git.status == 0, "\(git)")
+            #expect(git.stdoutText.contains("password=\(stored.accessToken)\n"), "\(git)")
+        }
+    }
+
+    @Test func aPassphraseVaultIsUnlockedOnceAndLockForgetsIt() async throws {
+        let key = try CredentialKey(service: uniqueName("tv-agent-pass"), account: "acct")
+        let scratch = try VaultScratch()
+        defer { scratch.remove() }
+        let passphrase = "agent-test-passphrase-\(UUID().uuidString.prefix(6))"
+        var configuration = VaultConfiguration(backend: .file, filePath: scratch.vaultPath, keySource: .passphrase(try SecretBytes(copying: Array(passphrase.utf8))))
+        configuration.createIfMissing = true
+        let token = OAuthToken(accessToken: "pass-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+        try await Vault.open(configuration).saveToken(token, for: key)
+
+        var environment = scratch.environment(.encryptedFile)
+        environment["TOKEN_VAULT_KEY_FILE"] = nil
+        let agent = try await RunningAgent(scratch, agentEnvironment: environment)
+        defer { agent.stop() }
+        #expect(try AgentClient(socketPath: agent.socket).status().unlocked == false, "no key given: the agent starts locked")
+        // Locked: the client goes direct, which has no key either (exit 6), without waiting.
+        let locked = try await cli(["get", key.service, key.account], agent.keylessClient)
+        #expect(locked.status == 6, "\(locked)")
+
+        let wrong = try await cli(["unlock"], agent.keylessClient, stdin: Data("not-the-passphrase\n".utf8))
+        #expect(wrong.status == 4, "\(wrong)")
+        let unlock = try await cli(["unlock"], agent.keylessClient, stdin: Data("\(passphrase)\n".utf8))
+        #expect(unlock.status == 0, "\(unlock)")
+        let served = try await cli(["get", key.service, key.account], agent.keylessClient)
+        #expect(served.stdoutText == token.accessToken + "\n", "\(served)")
+        // No Argon2id per get: the agent holds the key (the whole get well under the KDF's cost).
+        let direct = try await cli(["get", key.service, key.account], bypassing(agent.keylessClient.merging(["TOKEN_VAULT_PASSPHRASE_FILE": try writePassphrase(scratch, passphrase)]) { $1 }))
+        #expect(direct.stdoutText == served.stdoutText)
+
+        let lock = try await cli(["lock"], agent.keylessClient)
+        #expect(lock.status == 0, "\(lock)")
+        #expect(try AgentClient(socketPath: agent.socket).status().unlocked == false)
+        let afterLock = try await cli(["get", key.service, key.account], agent.keylessClient)
+        #expect(afterLock.status == 6, "\(afterLock)")
+        #expect(!agent.logText.contains(passphrase))
+    }
+
+    private func writePassphrase(_ scratch: VaultScratch, _ passphrase: String) throws -> String {
+        let path = scratch.path("passphrase")
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(passphrase.utf8), attributes: [.posixPermissions: 0o600]))
+        return path
+    }
+
+    @Test func refreshAheadMakesOneRefreshPerLifetimeAndClientsNeverWait() async throws {
+        let server = try TestOAuthServer.require()
+        let user = uniqueName("agent-ahead")
+        let key = try CredentialKey(service: uniqueName("tv-agent-ahead"), account: "acct")
+        try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
+            try await vault.saveToken(try await server.login(user: user), for: key, registration: try server.publicClient())
+            let first = try #require(try await vault.token(for: key))
+            let lifetime = try #require(first.expiresAt).timeIntervalSince(first.issuedAt)
+            let agent = try await RunningAgent(scratch, arguments: ["--refresh-at", "0.5"])
+            defer { agent.stop() }
+            let clock = ContinuousClock()
+            let start = clock.now
+            var seen = Set<String>()
+            var slowest: Duration = .zero
+            // Clients that only the agent can serve ask for a fresh token over two lifetimes and more.
+            while clock.now - start < .seconds(lifetime * 2.2) {
+                let result = try await cli(["get", key.service, key.account, "--fresh"], agent.keylessClient)
+                #expect(result.status == 0, "\(result)")
+                seen.insert(result.stdoutText)
+                slowest = max(slowest, result.elapsed)
+            }
+            let elapsed = (clock.now - start).components.seconds
+            let refreshes = try await server.stats(user: user).refreshRequests
+            // One refresh each half lifetime, made by the agent ahead of time, never by a client.
+            #expect(refreshes >= 3 && Double(refreshes) <= Double(elapsed) / (lifetime * 0.5) + 1, "\(refreshes) refreshes in \(elapsed) s")
+            #expect(seen.count >= 3, "the clients saw \(seen.count) tokens")
+            #expect(slowest < .seconds(2), "a client waited \(slowest)")
+            let status = try AgentClient(socketPath: agent.socket).status()
+            let planned = try #require(status.entries.first { $0.service == key.service })
+            #expect(planned.state == "scheduled")
+            #expect((planned.nextRefresh ?? 0) > Date().timeIntervalSince1970 - 1)
+
+            // vault status shows the agent and when it refreshes the entry next.
+            let shown = try await cli(["status"], agent.keyedClient)
+            #expect(shown.stdoutText.contains("agent:") && shown.stdoutText.contains("running (pid \(agent.process.pid))"), "\(shown.stdoutText)")
+            #expect(shown.stdoutText.contains("next refresh:") && shown.stdoutText.contains(key.service), "\(shown.stdoutText)")
+        }
+    }
+
+    /// A socket another user can reach (a mistake in its directory's permissions, say) still
+    /// serves no one but the agent's own uid: SO_PEERCRED is checked on every connection.
+    @Test func aPeerOfAnotherUserIsRefusedAndLogged() async throws {
+        try #require(getuid() == 0, "this test creates a user (useradd) and runs a client as it with setpriv; Scripts/test runs as root in CI")
+        let user = "tokenvault-agent-peer"
+        if getpwnam(user) == nil {
+            let made = try await offPool { try ChildProcess.run("/usr/sbin/useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user], environment: [:]) }
+            #expect(made.status == 0 || getpwnam(user) != nil, "\(made)")
+        }
+        let account = try #require(getpwnam(user))
+        let uid = account.pointee.pw_uid
+        let gid = account.pointee.pw_gid
+        let key = try CredentialKey(service: uniqueName("tv-agent-peer"), account: "acct")
+        try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
+            try await vault.saveToken(OAuthToken(accessToken: "peer-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600)), for: key)
+            // A directory others can pass through (0711), and a socket opened to all (0666).
+            let directory = "/tmp/tv-agent-peer-\(UUID().uuidString.prefix(8))"
+            #expect(mkdir(directory, 0o711) == 0 && chmod(directory, 0o711) == 0)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let agent = try await RunningAgent(scratch, socketDirectory: directory)
+            defer { agent.stop() }
+            #expect(chmod(agent.socket, 0o666) == 0)
+            let client = """
+                import socket, struct, json, sys
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+                body = bytes([1, 1]) + json.dumps({"service": sys.argv[2], "account": "acct", "fresh": False, "leeway": 60, "vault": sys.argv[3]}).encode()
+                s.sendall(struct.pack(">I", len(body)) + body)
+                data = b""
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk: break
+                    data += chunk
+                print(data[6:].decode())
+                """
+            let identity = AgentProtocol.vaultIdentity(of: try scratch.configuration(.encryptedFile))
+            let result = try await offPool {
+                try ChildProcess.run(
+                    "/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", "python3", "-c", client, agent.socket, key.service, identity],
+                    environment: ["PATH": "/usr/bin:/bin"])
+            }
+            #expect(result.status == 0, "\(result)")
+            #expect(result.stdoutText.contains("permission-denied") && !result.stdoutText.contains("peer-"), "\(result.stdoutText)")
+            try await eventually("the refusal in the agent's log") { agent.logText.contains("refused a connection from uid \(uid)") }
+            // The agent's own user is still served.
+            let served = try await cli(["get", key.service, key.account], agent.keylessClient)
+            #expect(served.status == 0, "\(served)")
+        }
+    }
+
+    /// Connects a raw socket to `path`.
+    private func connect(_ path: String) throws -> Int32 {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: Array(path.utf8))
+            raw[path.utf8.count] = 0
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(result == 0, "connect: \(String(cString: strerror(errno)))")
+        return fd
+    }
+
+    /// Everything `fd` gives until the peer closes it (blocking; off the pool).
+    private func readToEnd(_ fd: Int32) -> [UInt8] {
+        var data: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { return data }
+            data += chunk[0..<count]
+        }
+    }
+
+    @Test func malformedOversizedAndSlowRequestsAreRefusedWhileOthersAreServed() async throws {
+        let key = try CredentialKey(service: uniqueName("tv-agent-bad"), account: "acct")
+        try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
+            let token = OAuthToken(accessToken: "bad-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+            try await vault.saveToken(token, for: key)
+            let agent = try await RunningAgent(scratch, arguments: ["--max-connections", "8"])
+            defer { agent.stop() }
+
+            // Slow clients: half a header each, then nothing. They hold connections of their own.
+            let slow = try (0..<4).map { _ in try connect(agent.socket) }
+            defer { slow.forEach { close($0) } }
+            for fd in slow { _ = [UInt8]([0, 0]).withUnsafeBytes { send(fd, $0.baseAddress, 2, 0) } }
+            // Meanwhile others are served at once.
+            for _ in 0..<3 {
+                let served = try await cli(["get", key.service, key.account], agent.keylessClient)
+                #expect(served.stdoutText == token.accessToken + "\n", "\(served)")
+                #expect(served.elapsed < .seconds(1), "a client waited \(served.elapsed) behind the slow ones")
+            }
+            // An oversized frame is refused from its header: an answer, then the end of the connection.
+            let oversized = try connect(agent.socket)
+            defer { close(oversized) }
+            _ = [UInt8]([0xFF, 0xFF, 0xFF, 0xFF, 1, 1]).withUnsafeBytes { send(oversized, $0.baseAddress, 6, 0) }
+            let refusal = try await offPool { self.readToEnd(oversized) }
+            let answer = try AgentResponse(body: refusal.dropFirst(4))
+            #expect(answer.error?.code == .invalidInput, "\(answer)")
+            // Garbage, and a well-framed request of no known kind.
+            for body in [[UInt8](repeating: 0x41, count: 16), [1, 0x42]] {
+                let fd = try connect(agent.socket)
+                defer { close(fd) }
+                let frame = [0, 0, 0, UInt8(body.count)] + body
+                _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, frame.count, 0) }
+                let reply = try await offPool { self.readToEnd(fd) }
+                // 0x41 as a version byte is another protocol version; kind 0x42 is unknown.
+                let code = (try? AgentResponse(body: reply.dropFirst(4)))?.error?.code
+                #expect(code == .unsupportedVersion || code == .invalidInput, "\(reply)")
+            }
+            // The slow ones are cut off by the request deadline (2 s after their first byte).
+            for fd in slow {
+                let rest = try await offPool { self.readToEnd(fd) }
+                #expect(rest.isEmpty, "a slow client got an answer")
+            }
+            let after = try await cli(["get", key.service, key.account], agent.keylessClient)
+            #expect(after.status == 0, "\(after)")
+            #expect(agent.process.isRunning)
+        }
+    }
+
+    @Test func aKilledOrStoppedAgentSendsClientsDirectWithinOneSecond() async throws {
+        let key = try CredentialKey(service: uniqueName("tv-agent-kill"), account: "acct")
+        try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
+            let token = OAuthToken(accessToken: "kill-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+            try await vault.saveToken(token, for: key)
+            let agent = try await RunningAgent(scratch)
+            defer { agent.stop() }
+            // Stopped: it accepts nothing and answers nothing; the client's deadline sends it direct.
+            agent.process.kill(SIGSTOP)
+            let stopped = try await cli(["get", key.service, key.account], agent.keyedClient)
+            #expect(stopped.stdoutText == token.accessToken + "\n", "\(stopped)")
+            #expect(stopped.elapsed < .seconds(1), "\(stopped.elapsed)")
+            #expect(stopped.stderr.contains("going direct"), "\(stopped)")
+            // Killed: the socket file stays behind, nobody listens.
+            agent.process.kill(SIGCONT)
+            agent.process.kill(SIGKILL)
+            agent.process.wait()
+            #expect(FileManager.default.fileExists(atPath: agent.socket))
+            let killed = try await cli(["get", key.service, key.account, "--fresh"], agent.keyedClient)
+            #expect(killed.stdoutText == token.accessToken + "\n", "\(killed)")
+            #expect(killed.elapsed < .seconds(1), "\(killed.elapsed)")
+            #expect(killed.stderr.isEmpty, "no agent is no news: \(killed.stderr)")
+            // A new agent takes over the stale socket.
+            let again = try await RunningAgent(scratch)
+            defer { again.stop() }
+            let served = try await cli(["get", key.service, key.account], again.keylessClient)
+            #expect(served.stdoutText == token.accessToken + "\n", "\(served)")
+        }
+    }
+
+    @Test func anAgentOfAnotherProtocolVersionSendsClientsDirect() async throws {
+        let key = try CredentialKey(service: uniqueName("tv-agent-version"), account: "acct")
+        try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
+            let token = OAuthToken(accessToken: "version-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+            try await vault.saveToken(token, for: key)
+            // An agent of protocol version 2: it answers every frame with a version-2 frame.
+            let directory = scratch.path("v2")
+            #expect(mkdir(directory, 0o700) == 0)
+            let path = directory + "/agent.sock"
+            let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                raw.copyBytes(from: Array(path.utf8))
+                raw[path.utf8.count] = 0
+            }
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            try #require(bound == 0 && listen(listener, 8) == 0)
+            let served = Task.detached {
+                try await offPool {
+                    let fd = accept(listener, nil, nil)
+                    guard fd >= 0 else { return }
+                    var header = [UInt8](repeating: 0, count: 4)
+                    _ = recv(fd, &header, 4, Int32(MSG_WAITALL))
+                    let length = header.reduce(0) { ($0 << 8) | Int($1) }
+                    var body = [UInt8](repeating: 0, count: length)
+                    _ = recv(fd, &body, length, Int32(MSG_WAITALL))
+                    let reply = AgentResponse.done.encoded(version: 2)
+                    _ = reply.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+                    close(fd)
+                }
+            }
+            defer { close(listener) }
+            var environment = scratch.environment(.encryptedFile)
+            environment["TOKEN_VAULT_AGENT_SOCKET"] = path
+            let result = try await cli(["get", key.service, key.account], environment)
+            try await served.value
+            #expect(result.stdoutText == token.accessToken + "\n", "\(result)")
+            #expect(result.stderr.contains("protocol version 2") && result.stderr.contains("going direct"), "\(result.stderr)")
+            #expect(!result.stderr.contains(token.accessToken))
+        }
+    }
+}
+#endif
