@@ -58,7 +58,9 @@ extension VaultCommand {
         func run() async throws {
             var environment = ProcessInfo.processInfo.environment
             environment["TOKEN_VAULT_AGENT"] = nil
-            guard let path = socket ?? AgentProtocol.socketPath(environment: environment) else {
+            // Under socket activation the service manager made the socket; its path is only shown.
+            let activated = environment["LISTEN_FDS"] == "1" && environment["LISTEN_PID"] == String(getpid())
+            guard let path = socket ?? AgentProtocol.socketPath(environment: environment) ?? (activated ? "(the socket systemd passed)" : nil) else {
                 throw VaultError(
                     .configurationError, "XDG_RUNTIME_DIR is not set, so the agent has no socket directory; give --socket or TOKEN_VAULT_AGENT_SOCKET.")
             }
@@ -92,7 +94,7 @@ extension VaultCommand {
                     return try await Vault.open(configuration, plan: await BackendPlan.make(for: configuration))
                 })
             // Socket activation (tokenvault-agent.socket) hands the socket over; else it is made here.
-            if !server.adoptActivatedSocket() { try server.listen() }
+            if !(activated && server.adoptActivatedSocket(environment: environment)) { try server.listen() }
             do {
                 try await server.unlockAtStart()
             } catch {

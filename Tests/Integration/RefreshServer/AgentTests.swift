@@ -370,6 +370,38 @@ import Glibc
         }
     }
 
+    /// Socket activation as the user unit does it (tokenvault-agent.socket): systemd's own
+    /// systemd-socket-activate makes the socket, starts the agent on the first connection and
+    /// hands it the socket as descriptor 3 (LISTEN_FDS, LISTEN_PID).
+    @Test func socketActivationHandsTheAgentItsSocket() async throws {
+        let key = try CredentialKey(service: uniqueName("tv-agent-activate"), account: "acct")
+        try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
+            let token = OAuthToken(accessToken: "activated-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+            try await vault.saveToken(token, for: key)
+            let socket = scratch.path("activated.sock")
+            var environment = scratch.environment(.encryptedFile)
+            environment["XDG_RUNTIME_DIR"] = nil
+            environment["TOKEN_VAULT_AGENT_SOCKET"] = nil
+            let activator = try ChildProcess(
+                // As a unit's Environment= lines would: only the variables named pass to the agent.
+                "/usr/bin/systemd-socket-activate",
+                ["-l", socket, "-E", "TOKEN_VAULT_BACKEND", "-E", "TOKEN_VAULT_FILE", "-E", "TOKEN_VAULT_KEY_FILE", try Products.executable("vault"), "agent"],
+                environment: environment,
+                errorPath: scratch.path("activate.log"))
+            defer { activator.stop() }
+            try await eventually("the activation socket", bound: .seconds(30)) { FileManager.default.fileExists(atPath: socket) }
+            // The first connection starts the agent; it answers once it has opened the vault.
+            let status = try await offPool { try AgentClient(socketPath: socket, deadline: .seconds(30)).status() }
+            #expect(status.unlocked)
+            #expect(status.pid == activator.pid, "systemd-socket-activate execs the agent in its own process")
+            var client = scratch.environment(.encryptedFile)
+            client["TOKEN_VAULT_KEY_FILE"] = nil
+            client["TOKEN_VAULT_AGENT_SOCKET"] = socket
+            let served = try await cli(["get", key.service, key.account], client)
+            #expect(served.stdoutText == token.accessToken + "\n", "\(served)")
+        }
+    }
+
     @Test func anAgentOfAnotherProtocolVersionSendsClientsDirect() async throws {
         let key = try CredentialKey(service: uniqueName("tv-agent-version"), account: "acct")
         try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
