@@ -197,6 +197,10 @@ import Testing
                                   environment, never on its command line.
           git-credential          A git credential helper backed by the vault (get,
                                   store, erase).
+          agent                   Run the token agent in the foreground: unlock once,
+                                  refresh ahead, hand out access tokens on a socket.
+          unlock                  Give the running agent its file vault's passphrase.
+          lock                    Make the running agent forget its vault's key.
 
           See 'vault help <subcommand>' for detailed help.
 

@@ -347,10 +347,10 @@ package final class AgentServer: Sendable {
     private func serve(_ request: AgentTokenRequest, from vault: Vault) async throws -> AgentToken {
         let key = try request.key()
         guard request.fresh else {
-            guard let token = try await vault.token(for: key) else { throw VaultError(.notFound, "No token is stored for \(key).") }
+            guard let token = try await vault.token(for: key) else { throw Self.notStored(key) }
             return AgentToken(token, fresh: false)
         }
-        guard let entry = try await vault.tokenEntry(for: key) else { throw VaultError(.notFound, "No token is stored for \(key).") }
+        guard let entry = try await vault.tokenEntry(for: key) else { throw Self.notStored(key) }
         guard entry.registration != nil, entry.rejection == nil else {
             // As vault get --fresh: a rejected entry throws; one the vault cannot refresh is served as stored.
             do {
@@ -366,6 +366,11 @@ package final class AgentServer: Sendable {
             return AgentToken(entry.token, fresh: true)
         }
         return AgentToken(try await vault.freshToken(for: key, leeway: leeway, client: client), fresh: true)
+    }
+
+    /// The words `vault get` uses for a missing entry, so that both paths say the same.
+    private static func notStored(_ key: CredentialKey) -> VaultError {
+        VaultError(.notFound, "No token is stored for \(key).")
     }
 
     private func status() -> AgentStatus {

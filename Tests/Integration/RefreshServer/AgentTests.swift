@@ -14,7 +14,7 @@ import Glibc
 /// Every test fails (never skips) without the server: run them with Scripts/test.
 @Suite(.serialized) struct AgentTests {
     /// A running agent and the environments to reach it.
-    final class RunningAgent: @unchecked Sendable {
+    final class RunningAgent: @unchecked Sendable {  // immutable after init; the child process is ChildProcess's
         let process: ChildProcess
         let socket: String
         let log: String
