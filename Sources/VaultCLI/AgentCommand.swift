@@ -93,10 +93,13 @@ extension VaultCommand {
                     if let passphrase { configuration.keySource = .passphrase(passphrase) }
                     return try await Vault.open(configuration, plan: await BackendPlan.make(for: configuration))
                 })
-            // Socket activation (tokenvault-agent.socket) hands the socket over; else it is made here.
-            if !(activated && server.adoptActivatedSocket(environment: environment)) { try server.listen() }
+            // The vault is opened (Argon2id for a passphrase) before the socket appears, so that
+            // no client waits on a socket that cannot answer yet; under socket activation
+            // (tokenvault-agent.socket) the socket exists already and its first client waits.
+            let adopted = activated && server.adoptActivatedSocket(environment: environment)
             do {
                 try await server.unlockAtStart()
+                if !adopted { try server.listen() }
             } catch {
                 server.stop()
                 throw error
