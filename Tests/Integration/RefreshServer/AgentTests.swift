@@ -213,6 +213,28 @@ import Glibc
         }
     }
 
+    /// A library user watching an entry sees the agent's refresh ahead, made in another process.
+    @Test func tokenChangesYieldsTheAgentsRefresh() async throws {
+        let server = try TestOAuthServer.require()
+        let user = uniqueName("agent-changes")
+        let key = try CredentialKey(service: uniqueName("tv-agent-changes"), account: "acct")
+        try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
+            let first = try await server.login(user: user)
+            try await vault.saveToken(first, for: key, registration: try server.publicClient())
+            let agent = try await RunningAgent(scratch, arguments: ["--refresh-at", "0.5"])
+            defer { agent.stop() }
+            let watcher = try await scratch.open(.encryptedFile)
+            var iterator = watcher.tokenChanges(for: key, interval: .milliseconds(100)).makeAsyncIterator()
+            let initial = try await iterator.next()
+            #expect(initial??.accessToken == first.accessToken)
+            // The next element is the token the agent got, half a lifetime (5 s) after the login.
+            let next = try await iterator.next()
+            let refreshed = try #require(next ?? nil)
+            #expect(refreshed.accessToken != first.accessToken)
+            #expect(try await server.stats(user: user).refreshRequests == 1)
+        }
+    }
+
     /// A socket another user can reach (a mistake in its directory's permissions, say) still
     /// serves no one but the agent's own uid: SO_PEERCRED is checked on every connection.
     @Test func aPeerOfAnotherUserIsRefusedAndLogged() async throws {
