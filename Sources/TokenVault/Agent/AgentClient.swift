@@ -61,8 +61,15 @@ public struct AgentClient: Sendable {
 
     /// The agent's answer to one request, on a connection of its own.
     /// - Throws: ``Unavailable`` when there is no answer within ``deadline`` or it cannot be read.
+    /// A passphrase (``AgentRequest/unlock(passphrase:)``) goes only to an agent that runs as this
+    /// user: a socket another user made (a path in a shared directory, say) never receives one.
     public func send(_ request: AgentRequest) throws(Unavailable) -> AgentResponse {
         let connection = try Connection(socketPath: socketPath)
+        if case .unlock = request, connection.peerUID != SystemCall.effectiveUserID {
+            throw Unavailable(
+                "the agent at \(socketPath) runs as uid \(connection.peerUID.map(String.init) ?? "unknown"), not as this user; the passphrase was not sent",
+                noteworthy: true)
+        }
         return try connection.send(request, deadline: deadline)
     }
 
@@ -106,11 +113,15 @@ public struct AgentClient: Sendable {
     /// benchmark). Not for use by two threads at once.
     public final class Connection: @unchecked Sendable {  // a descriptor, used by one caller at a time
         private let fd: Int32
+        /// The uid the agent runs as, as the kernel recorded it when it listened; nil when it
+        /// cannot be read.
+        public let peerUID: UInt32?
 
         /// Connects; never waits (a Unix socket's connect completes or fails at once).
         public init(socketPath: String) throws(Unavailable) {
             do {
                 fd = try SystemCall.connectUnix(socketPath)
+                peerUID = try? SystemCall.peerCredentials(fd).uid
             } catch {
                 switch error {
                 case .noSuchFileOrDirectory: throw Unavailable("no agent socket at \(socketPath)")

@@ -287,6 +287,50 @@ import Glibc
         }
     }
 
+    /// `vault unlock` sends its passphrase only to an agent of this user: a socket that another
+    /// user made where TOKEN_VAULT_AGENT_SOCKET points (a shared directory, say) gets nothing.
+    @Test func unlockNeverSendsThePassphraseToAnotherUsersSocket() async throws {
+        try #require(getuid() == 0, "this test creates a user (useradd) and runs a listener as it with setpriv; Scripts/test runs as root in CI")
+        let user = "tokenvault-agent-peer"
+        if getpwnam(user) == nil {
+            let made = try await offPool { try ChildProcess.run("/usr/sbin/useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user], environment: [:]) }
+            #expect(made.status == 0 || getpwnam(user) != nil, "\(made)")
+        }
+        let account = try #require(getpwnam(user))
+        let directory = "/tmp/tv-agent-fake-\(UUID().uuidString.prefix(8))"
+        #expect(mkdir(directory, 0o777) == 0 && chmod(directory, 0o1777) == 0)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let socketPath = directory + "/agent.sock"
+        // The other user's listener: accepts one connection and prints how many bytes came.
+        let listener = """
+            import socket, sys, os
+            s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666); s.listen(1)
+            print("ready", flush=True)
+            c, _ = s.accept(); c.settimeout(5)
+            data = b""
+            try:
+                while True:
+                    chunk = c.recv(65536)
+                    if not chunk: break
+                    data += chunk
+            except socket.timeout:
+                pass
+            print(len(data), flush=True)
+            """
+        let fake = try ChildProcess(
+            "/usr/bin/setpriv",
+            ["--reuid=\(account.pointee.pw_uid)", "--regid=\(account.pointee.pw_gid)", "--clear-groups", "python3", "-c", listener, socketPath],
+            environment: ["PATH": "/usr/bin:/bin"], output: true, errorPath: "/dev/null")
+        defer { fake.stop() }
+        #expect(try await offPool { fake.readLine() } == "ready")
+        let passphrase = "never-to-another-user-\(UUID().uuidString.prefix(6))"
+        let unlock = try await cli(["unlock"], ["TOKEN_VAULT_AGENT_SOCKET": socketPath, "PATH": "/usr/bin:/bin"], stdin: Data("\(passphrase)\n".utf8))
+        #expect(unlock.status != 0, "\(unlock)")
+        #expect(unlock.stderr.contains("the passphrase was not sent"), "\(unlock.stderr)")
+        #expect(!unlock.stderr.contains(passphrase))
+        #expect(try await offPool { fake.readLine() } == "0", "the other user's socket received bytes")
+    }
+
     /// Connects a raw socket to `path`.
     private func connect(_ path: String) throws -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
