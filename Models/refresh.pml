@@ -33,12 +33,29 @@
  *   TV_REVOKE      the server may answer invalid_grant to a current refresh token (the user
  *                  revoked the grant), so the "rejected" verdict is exercised.
  *   TV_TIMEOUT     0 takes away the bounded wait (lock_timeout / RefreshLock's deadline); 1 unless set.
+ *   TV_INORDER     a killed process's request that is still on its way reaches the server before any
+ *                  request sent after the kill (otherwise the server takes requests in any order, so
+ *                  a dead refresher's request may arrive after the re-presentation of its token).
+ *   TV_GRACE       the server has a reuse interval (Auth0's overlap period, Okta's grace period,
+ *                  Keycloak's max reuse, Hydra's grace period; the test server's reuse_interval):
+ *                  a refresh token it has rotated is accepted again within the interval, answered
+ *                  with new tokens of the same family. The model has no clock: a run is taken to
+ *                  be shorter than the interval (10 s in the tests), so every spent token of the
+ *                  run is accepted again.
  *   TV_CLAIM       the claim asserted when the run is over: 0 CLAIM_SAFE, 1 CLAIM_WINDOW,
- *                  2 CLAIM_ONCE, 3 CLAIM_NONE (defined next to LOST below).
+ *                  2 CLAIM_ONCE, 3 CLAIM_NONE, 4 CLAIM_GRACE, 5 CLAIM_STRICT (defined next to LOST
+ *                  below).
  *   Mutations that must break a property, so that the properties are not vacuous:
  *   TV_NOLOCK (no lock at all), TV_LOCK_PER_HOST (a flock per host, the protocol before issue 16,
  *   used across hosts), TV_NOVERDICT (a rejection is not stored), TV_NORELEASE (a dead holder
- *   keeps the lock), TV_NOREREAD (the entry is not read again under the lock).
+ *   keeps the lock), TV_NOREREAD (the entry is not read again under the lock), TV_NOJOURNAL (local:
+ *   no "refresh token N is being presented" record before the request, issue 33).
+ *
+ * The journal (issue 33, local variant; the file vault's `RefreshPresenting`): before the request
+ * leaves, the entry durably records the refresh token being presented; the save of the answer (or
+ * of the verdict) clears it. A flight that finds the record under the lock presents that refresh
+ * token again at once, whatever the token's freshness; if the server refuses it, the verdict is
+ * stored as an interrupted one ("Interrupted refresh: log in again").
  */
 
 #ifndef NPROC
@@ -65,7 +82,7 @@ static int knob(const char *name, int otherwise) {
 }
 };
 hidden byte k_crash, k_drop, k_stall, k_lostreply, k_writefail, k_netfail, k_revoke, k_timeout;
-hidden byte k_claim, k_nolock, k_perhost, k_noverdict, k_norelease, k_noreread;
+hidden byte k_claim, k_nolock, k_perhost, k_noverdict, k_norelease, k_noreread, k_grace, k_nojournal, k_inorder;
 #define CRASH     k_crash       /* TV_CRASH */
 #define DROP      k_drop        /* TV_DROP */
 #define STALL     k_stall       /* TV_STALL */
@@ -79,6 +96,13 @@ hidden byte k_claim, k_nolock, k_perhost, k_noverdict, k_norelease, k_noreread;
 #define NOVERDICT k_noverdict   /* TV_NOVERDICT */
 #define NORELEASE k_norelease   /* TV_NORELEASE */
 #define NOREREAD  k_noreread    /* TV_NOREREAD */
+#define GRACE     k_grace       /* TV_GRACE */
+#define INORDER   k_inorder     /* TV_INORDER */
+#ifdef LOCAL
+#define JOURNAL   (!k_nojournal) /* TV_NOJOURNAL turns it off */
+#else
+#define JOURNAL   0             /* PostgreSQL: the record would vanish with the transaction */
+#endif
 #ifndef EXPIRE
 #define EXPIRE 0
 #endif
@@ -124,6 +148,8 @@ hidden byte k_claim, k_nolock, k_perhost, k_noverdict, k_norelease, k_noreread;
 byte db_rt = 1;       /* the refresh token it holds (tokens are numbered in the order issued) */
 bit db_fresh = 0;     /* its access token is still valid: the run starts with an expired one */
 byte db_verdict = 0;  /* the refresh token the server rejected, stored with the entry (0: none) */
+bit db_vint = 0;      /* that verdict followed an interrupted refresh (the message says so) */
+byte db_presenting = 0; /* the journal: the refresh token being presented (0: none) */
 
 /* ---- the lock: pg_advisory_xact_lock on the entry's keyed hash, or the per-key flock ---- */
 byte lock[3];         /* owner + 1, or 0; only lock[0] unless TV_LOCK_PER_HOST */
@@ -154,6 +180,11 @@ byte tstate[NTASK];
 bit twice = 0;              /* some refresh token reached the server twice */
 bit expired = 0;            /* the clock expired the access token a second time */
 bit wfault = 0;             /* a fault struck inside the window */
+/* The inherent window of issue 33: the server acted on the request of a refresher that died
+ * before it could save the answer (killed after the rotation, or the request reached the server
+ * after its death). */
+bit wrot = 0;
+bit rotated_for[NPROC];     /* the server rotated for this process's request, not saved yet */
 byte faults = 0;
 /* A rotated refresh token is lost when the token the server accepts now is not the one the vault
  * holds: nobody can present it any more (only the caller it was sent to ever had it). */
@@ -163,13 +194,30 @@ byte faults = 0;
  * the clock's second one, whatever the faults. */
 #define ONE_PER_EXPIRY (cur <= 2 + expired)
 
+/* The grant is alive: the next caller can refresh with what the vault holds (the current token,
+ * or, within a reuse interval, one the server rotated). */
+#define NEXT_OK (!revoked && (db_rt == cur || (GRACE && db_rt < cur)))
+/* The entry says that the grant was lost with a dead refresher: it still holds the presenting
+ * record (the next caller presents it again and is refused: "Interrupted refresh"), or it holds
+ * that interrupted verdict already. */
+#define REPORTED ((db_presenting != 0 && db_presenting == db_rt) || (db_verdict != 0 && db_verdict == db_rt && db_vint))
+
 /* The claims a run may assert at its end (TV_CLAIM). */
 #define CLAIM_SAFE   (ONE_PER_EXPIRY && !twice && !LOST)            /* one refresh, never twice, never lost */
 #define CLAIM_WINDOW (ONE_PER_EXPIRY && (!twice && !LOST || wfault)) /* ... unless a window fault */
 #define CLAIM_ONCE   (!twice)                        /* never presented twice */
 #define CLAIM_NONE   1                               /* liveness runs: SETTLED alone */
-/* TV_CLAIM: 0 CLAIM_SAFE, 1 CLAIM_WINDOW, 2 CLAIM_ONCE, 3 CLAIM_NONE */
-#define CLAIM (k_claim == 0 -> CLAIM_SAFE : (k_claim == 1 -> CLAIM_WINDOW : (k_claim == 2 -> CLAIM_ONCE : CLAIM_NONE)))
+/* Issue 33, with a reuse interval: whatever is killed when, the grant lives. */
+#define CLAIM_GRACE  (NEXT_OK)
+/* Issue 33, strict rotation: the grant is lost only by a kill inside the inherent window (the
+ * server acted on the request of a refresher that died before saving the answer). */
+#define CLAIM_STRICT (NEXT_OK || wrot)
+/* ... and then the entry says so: the next call answers "Interrupted refresh: log in again". */
+#define CLAIM_REPORTED (NEXT_OK || (wrot && REPORTED))
+/* TV_CLAIM: 0 CLAIM_SAFE, 1 CLAIM_WINDOW, 2 CLAIM_ONCE, 3 CLAIM_NONE, 4 CLAIM_GRACE, 5 CLAIM_STRICT,
+ * 6 CLAIM_REPORTED */
+#define CLAIM (k_claim == 0 -> CLAIM_SAFE : (k_claim == 1 -> CLAIM_WINDOW : (k_claim == 2 -> CLAIM_ONCE : \
+  (k_claim == 4 -> CLAIM_GRACE : (k_claim == 5 -> CLAIM_STRICT : (k_claim == 6 -> CLAIM_REPORTED : CLAIM_NONE))))))
 
 #define SETTLED_3 (tstate[0] != T_RUN && tstate[1] != T_RUN && tstate[2] != T_RUN && tstate[3] != T_RUN)
 #if NPROC == 4
@@ -196,6 +244,7 @@ inline fault(s) {
        faults++;
        if :: (WINDOW_CRASH & (s)) -> wfault = 1 :: else -> skip fi;
        printf("P%d killed (step %d)\n", p, s);
+       if :: rotated_for[p] -> wrot = 1 :: else -> skip fi;
        if :: !NORELEASE -> release_if_held() :: else -> skip fi;
        pend = 0;
        pdead[p] = 1     /* last: the `unless` of every task of p takes over from here */
@@ -221,7 +270,7 @@ inline fault(s) {
  * fault that may strike right after it. */
 proctype task(byte t; byte p) {
   byte rt, ans, newrt, g, res, attempt;
-  bit conn_dead, pend, pend_fresh;
+  bit conn_dead, pend, pend_fresh, interrupted;
   byte pend_rt, pend_verdict;
   {
     /* A process dies or freezes at the steps of its flight; here only one that has none. */
@@ -251,9 +300,11 @@ proctype task(byte t; byte p) {
     atomic {
       if :: conn_dead -> goto failed :: else -> skip fi;
       rt = db_rt;
-      printf("P%d reads again: refresh token %d (fresh %d, rejected %d)\n", p, rt, db_fresh, db_verdict == rt);
+      /* the journal: an earlier flight presented rt and died before saving the answer */
+      interrupted = (JOURNAL && db_presenting != 0 && db_presenting == rt);
+      printf("P%d reads again: refresh token %d (fresh %d, rejected %d, interrupted %d)\n", p, rt, db_fresh, db_verdict == rt, interrupted);
       if
-      :: !NOREREAD && db_fresh -> res = T_OK; goto commit      /* another caller refreshed it */
+      :: !NOREREAD && db_fresh && !interrupted -> res = T_OK; goto commit      /* another caller refreshed it */
       :: !NOVERDICT && !db_fresh && db_verdict == rt -> res = T_FAIL; goto commit   /* rejected before: log in again */
       :: else -> skip
       fi;
@@ -267,6 +318,10 @@ send:
       if
       :: atomic { NETFAIL && faults < MAXFAULTS -> faults++; printf("P%d: connection refused\n", p) }; goto retry   /* refused: the server saw nothing */
       :: skip
+      fi;
+      if
+      :: JOURNAL -> db_presenting = rt          /* durable before the request leaves */
+      :: else -> skip
       fi;
       reqc[p] ! rt;
       printf("P%d presents refresh token %d\n", p, rt);
@@ -288,11 +343,13 @@ send:
 #ifdef LOCAL
       /* store.save (EncryptedFileStore: written and fsynced before it returns) */
       if
-      :: ans == A_OK -> db_rt = newrt; db_fresh = 1; db_verdict = 0; res = T_OK
+      :: ans == A_OK -> db_rt = newrt; db_fresh = 1; db_verdict = 0; db_vint = 0; res = T_OK
       :: ans == A_INVALID ->
-         if :: !NOVERDICT -> db_verdict = rt :: else -> skip fi;   /* storeVerdict */
+         if :: !NOVERDICT -> db_verdict = rt; db_vint = interrupted :: else -> skip fi;   /* storeVerdict */
          res = T_FAIL
       fi;
+      db_presenting = 0;
+      rotated_for[p] = 0;
       printf("P%d saves: refresh token %d (rejected %d)\n", p, db_rt, db_verdict == db_rt);
 #else
       /* UPDATE the row, inside the transaction */
@@ -315,7 +372,7 @@ commit:
       /* COMMIT: the row and the release of the advisory lock, at once */
       if :: conn_dead -> goto failed :: else -> skip fi;
       if
-      :: pend -> db_rt = pend_rt; db_fresh = pend_fresh; db_verdict = pend_verdict; pend = 0;
+      :: pend -> db_rt = pend_rt; db_fresh = pend_fresh; db_verdict = pend_verdict; pend = 0; rotated_for[p] = 0;
          printf("P%d commits: refresh token %d (rejected %d)\n", p, db_rt, db_verdict == db_rt)
       :: else -> skip
       fi;
@@ -357,15 +414,20 @@ out:
  * when its sender dies is still acted on. */
 inline serve(q) {
   atomic {
+    if :: pdead[q] -> wrot = 1 :: else -> skip fi;    /* a dead refresher's request */
     if
     :: presented[rt] -> twice = 1; printf("server: refresh token %d presented a second time\n", rt)
     :: else -> presented[rt] = 1
     fi;
     if
     :: revoked -> ans = A_INVALID; printf("server: %d belongs to a revoked family: invalid_grant\n", rt)
-    :: !revoked && rt != cur -> revoked = 1; ans = A_INVALID      /* reuse: revoke the family */
+    :: !revoked && rt != cur && !GRACE -> revoked = 1; ans = A_INVALID      /* reuse: revoke the family */
        printf("server: %d is an old refresh token: family revoked, invalid_grant\n", rt)
+    :: !revoked && rt != cur && GRACE -> cur++; ans = A_OK     /* reuse within the interval */
+       rotated_for[q] = 1;
+       printf("server: %d was rotated already, within the reuse interval: new tokens %d\n", rt, cur)
     :: !revoked && rt == cur -> cur++; ans = A_OK                 /* rotate */
+       rotated_for[q] = 1;
        printf("server: refresh token %d rotated to %d\n", rt, cur)
     :: REVOKE && !revoked && rt == cur && !user_revoked -> user_revoked = 1; revoked = 1; ans = A_INVALID
        printf("server: the user revoked the grant: invalid_grant\n")
@@ -378,15 +440,23 @@ inline serve(q) {
   }
 }
 
+/* TV_INORDER: the request of process q may be taken unless a dead process's request waits. */
+#define NODEADWAITS(r, q) ((q) == (r) || !pdead[r] || empty(reqc[r]))
+#if NPROC == 4
+#define MAYSERVE(q) (!INORDER || (NODEADWAITS(0, q) && NODEADWAITS(1, q) && NODEADWAITS(2, q) && NODEADWAITS(3, q)))
+#else
+#define MAYSERVE(q) (!INORDER || (NODEADWAITS(0, q) && NODEADWAITS(1, q) && NODEADWAITS(2, q)))
+#endif
+
 active proctype server() {
   byte rt, ans;
 end:
   do
-  :: reqc[0] ? rt -> serve(0)
-  :: reqc[1] ? rt -> serve(1)
-  :: reqc[2] ? rt -> serve(2)
+  :: atomic { MAYSERVE(0) && nempty(reqc[0]) -> reqc[0] ? rt; serve(0) }
+  :: atomic { MAYSERVE(1) && nempty(reqc[1]) -> reqc[1] ? rt; serve(1) }
+  :: atomic { MAYSERVE(2) && nempty(reqc[2]) -> reqc[2] ? rt; serve(2) }
 #if NPROC == 4
-  :: reqc[3] ? rt -> serve(3)
+  :: atomic { MAYSERVE(3) && nempty(reqc[3]) -> reqc[3] ? rt; serve(3) }
 #endif
   od
 }
@@ -414,7 +484,8 @@ init {
     k_netfail = knob("TV_NETFAIL", 0); k_revoke = knob("TV_REVOKE", 0); k_timeout = knob("TV_TIMEOUT", 1);
     k_claim = knob("TV_CLAIM", 0); k_nolock = knob("TV_NOLOCK", 0); k_perhost = knob("TV_LOCK_PER_HOST", 0);
     k_noverdict = knob("TV_NOVERDICT", 0); k_norelease = knob("TV_NORELEASE", 0);
-    k_noreread = knob("TV_NOREREAD", 0);
+    k_noreread = knob("TV_NOREREAD", 0); k_grace = knob("TV_GRACE", 0); k_nojournal = knob("TV_NOJOURNAL", 0);
+    k_inorder = knob("TV_INORDER", 0);
   };
   atomic {
     run task(0, 0);

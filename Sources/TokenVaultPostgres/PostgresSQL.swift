@@ -132,6 +132,11 @@ enum PostgresSQL {
     }
 }
 
+/// A pooled connection found closed before use: a connection failure, retried on another.
+struct ClosedConnection: Error, Sendable, CustomStringConvertible {
+    var description: String { "the connection was closed by the server" }
+}
+
 /// A lower-level error kept as its description only.
 struct SendableDescription: Error, Sendable, CustomStringConvertible {
     let description: String
@@ -139,17 +144,23 @@ struct SendableDescription: Error, Sendable, CustomStringConvertible {
 }
 
 extension PostgresStore {
-    /// Runs `body` on a pooled connection within ``Options/operationTimeout``, retrying on a new
-    /// connection when the connection fails (a restarted server, a terminated backend, a
+    /// Runs `body` on a pooled connection within ``Options/operationTimeout`` (or `limit`), retrying
+    /// on a new connection when the connection fails (a restarted server, a terminated backend, a
     /// tripped pool) until that bound. A body that fails otherwise is not retried.
     func bounded<Result: Sendable>(
-        _ what: @autoclosure @escaping @Sendable () -> String, _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+        _ what: @autoclosure @escaping @Sendable () -> String, within limit: Duration? = nil,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let client = self.client
         let vault = vaultName
-        return try await Self.withDeadline(options.operationTimeout, what: what(), vault: vault) {
+        return try await Self.withDeadline(limit ?? options.operationTimeout, what: what(), vault: vault) {
             try await Self.retrying(what: what(), vault: vault) {
-                try await client.withConnection { connection in try await body(connection) }
+                try await client.withConnection { connection in
+                    // A connection the server has closed (a restart) may still be handed out for a
+                    // moment; postgres-nio never answers a statement sent on it, so another is asked for.
+                    guard !connection.isClosed else { throw ClosedConnection() }
+                    return try await body(connection)
+                }
             }
         }
     }

@@ -52,15 +52,51 @@ extension PostgresStore {
         try secret.checkNewPassphrase(rekeying: true)
         let newSealing = try PostgresSchema.newHeader(secret: secret, kdf: kdf ?? options.kdf, vault: vaultName)
         let old = current
+        // Within the call's own bound, so that a lock held too long says so (`timeout`).
+        let waitMilliseconds = max(1, Int(options.operationTimeout.components.seconds * 750))
         let count = try await bounded("rekey the vault") { connection in
             try await PostgresSQL.transaction(on: connection) {
+                // The refresh lock of every entry first, in one order (a refresh holds one only):
+                // a refresh in flight commits its answer under the old keys, and is sealed again
+                // below with the rest; one that starts now waits, then finds the vault rekeyed
+                // before it sends anything. Before the table lock, which a refresh's write waits
+                // for: the other order would deadlock with it.
+                try await connection.run(
+                    "SELECT set_config('lock_timeout', \("\(waitMilliseconds)ms"), true)", logger: PostgresSQL.silent)
+                var locked = Set<Int64>()
+                let existing = try await connection.query("SELECT row_hash FROM tokenvault_entries", logger: PostgresSQL.silent)
+                for try await (rowHash) in existing.decode(Data.self) { locked.insert(Self.lockKey(rowHash: rowHash)) }
+                for lockKey in locked.sorted() {
+                    try await connection.run("SELECT pg_advisory_xact_lock(\(lockKey))", logger: PostgresSQL.silent)
+                }
                 try await connection.run(
                     "LOCK TABLE tokenvault_header, tokenvault_entries IN EXCLUSIVE MODE", logger: PostgresSQL.silent)
                 try await self.checkHeader(on: connection, old)
+                // A row made since the first read: its refresh lock too, or the rekey waits for another try.
+                let now = try await connection.query("SELECT row_hash FROM tokenvault_entries", logger: PostgresSQL.silent)
+                var late: [Int64] = []
+                for try await (rowHash) in now.decode(Data.self) where !locked.contains(Self.lockKey(rowHash: rowHash)) {
+                    late.append(Self.lockKey(rowHash: rowHash))
+                }
+                for lockKey in late {
+                    let taken = try await connection.query("SELECT pg_try_advisory_xact_lock(\(lockKey))", logger: PostgresSQL.silent)
+                    var got = false
+                    for try await (value) in taken.decode(Bool.self) { got = value }
+                    guard got else {
+                        throw VaultError(
+                            .timeout,
+                            "A refresh of an entry made during the rekey of \(self.vaultName) is in flight; nothing was changed. Run the rekey again.")
+                    }
+                }
                 let rows = try await connection.query(
-                    "SELECT row_hash, version, sealed FROM tokenvault_entries", logger: PostgresSQL.silent)
+                    """
+                    SELECT row_hash, version, CASE WHEN octet_length(sealed) <= \(Int32(Self.maximumRowLength)) THEN sealed END,
+                           octet_length(sealed)
+                    FROM tokenvault_entries
+                    """, logger: PostgresSQL.silent)
                 var resealed: [(rowHash: [UInt8], serviceHash: [UInt8], version: Int64, sealed: [UInt8])] = []
-                for try await (rowHash, version, sealed) in rows.decode((Data, Int64, Data).self) {
+                for try await (rowHash, version, kept, length) in rows.decode((Data, Int64, Data?, Int32).self) {
+                    guard let sealed = kept else { throw self.rowTooLarge(length, key: nil) }
                     let (key, secret) = try self.openRow(Array(sealed), rowHash: Array(rowHash), version: version, sealing: old)
                     let newRowHash = newSealing.1.keys.rowHash(key)
                     let newVersion = try Self.version(after: version, vault: self.vaultName)

@@ -15,27 +15,39 @@ extension PostgresStore: StoreRefreshLocking {
     /// names no entry either. Two entries (or two vaults in one database) that share a key only
     /// wait for each other.
     func lockKey(for key: CredentialKey) -> Int64 {
-        let hash = current.keys.rowHash(key)
+        Self.lockKey(rowHash: current.keys.rowHash(key))
+    }
+
+    /// The advisory lock key of the row at `rowHash` (its first 8 bytes, little-endian).
+    static func lockKey(rowHash: some Collection<UInt8>) -> Int64 {
         var value: UInt64 = 0
-        for byte in hash.prefix(8).reversed() { value = value << 8 | UInt64(byte) }
+        for byte in rowHash.prefix(8).reversed() { value = value << 8 | UInt64(byte) }
         return Int64(bitPattern: value)
     }
 
-    /// The protocol, step by step (the spin model in Models/ follows these steps):
+    /// The protocol, step by step (the spin model in Models/ follows these steps). Every step
+    /// that talks to the database is bounded (``Options/operationTimeout``; the lock wait by
+    /// `timeout` on top): a connection that dies or stops answering ends in a clear error, never
+    /// a hang.
     ///
-    /// 1. `BEGIN` on a pooled connection; `lock_timeout` set for this transaction to `timeout`;
-    ///    `idle_in_transaction_session_timeout` set so that a holder that hangs (stopped, not
-    ///    dead) loses the lock, and its commit fails, instead of blocking everyone.
+    /// 1. A connection from the pool; `BEGIN`; `lock_timeout` set for this transaction to
+    ///    `timeout`; `idle_in_transaction_session_timeout` set so that a holder that hangs
+    ///    (stopped, not dead) loses the lock, and its commit fails, instead of blocking everyone.
     /// 2. `SELECT pg_advisory_xact_lock(k)`: waits at most `timeout` (then `timeout`, SQLSTATE 55P03).
     /// 3. `body` (``Vault``'s locked flight) reads the row again through the view, on this
     ///    connection, and if it is still stale POSTs the refresh to the token endpoint, then
     ///    writes the new token (or the stored `invalid_grant` verdict) through the view.
-    /// 4. `COMMIT`, which releases the lock. A connection lost before the commit (a crash, a
-    ///    terminated backend) rolls the write back and releases the lock; the caller gets
-    ///    `backendUnavailable`.
+    /// 4. `COMMIT`, which releases the lock.
     ///
-    /// Steps 1 and 2 are retried on a new connection when the connection fails; nothing after
-    /// the lock is retried.
+    /// Steps 1 and 2 are retried on a new connection when the connection fails. After the lock,
+    /// the token request is never repeated; what the view writes is: when the connection is lost
+    /// (a restart, `pg_terminate_backend`, a statement past its bound) between the re-read and
+    /// the commit, the transaction is gone with it, and each write of the view is made again on a
+    /// new connection, under the same advisory lock, fenced by the version the row had when the
+    /// view read it (``replay(_:lockKey:flight:)``). So a refresh answer already received is
+    /// committed unless another writer changed the row since (then that writer's token stays,
+    /// and the caller gets `backendUnavailable` saying so) or the database stays unreachable past
+    /// the bound (`backendUnavailable`, exit 6, naming what was lost).
     package func withRefreshLock<Result: Sendable>(
         on key: CredentialKey, timeout: Duration, _ body: (any CredentialStore) async throws -> Result
     ) async throws -> Result {
@@ -43,89 +55,241 @@ extension PostgresStore: StoreRefreshLocking {
         let waitMilliseconds = max(1, Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000))
         // Long enough for a token request with its retries; a stopped holder is cut off after it.
         let idleMilliseconds = waitMilliseconds + 60_000
+        let bound = options.operationTimeout
+        let vault = vaultName
         var pause = Duration.milliseconds(20)
         let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: options.operationTimeout + timeout)
+        let deadline = clock.now.advanced(by: bound + timeout)
         while true {
-            var locked = false
+            // Steps 1 and 2: a connection in a transaction that holds the lock, or an error.
+            let held: HeldConnection
             do {
-                return try await client.withConnection { connection in
-                    // Step 1.
+                held = try await holdConnection(within: bound, what: "take the refresh lock of \(key)")
+            } catch {
+                guard PostgresSQL.isConnectionFailure(error), clock.now < deadline else {
+                    throw PostgresSQL.vaultError(error, what: "take the refresh lock of \(key)", vault: vault)
+                }
+                try await Task.sleep(for: pause)
+                pause = min(pause * 2, .milliseconds(500))
+                continue
+            }
+            do {
+                let connection = held.connection
+                try await Self.withDeadline(bound, what: "begin the refresh of \(key)", vault: vault) {
                     try await connection.run("BEGIN", logger: PostgresSQL.silent)
                     try await connection.run(
                         """
                         SELECT set_config('lock_timeout', \("\(waitMilliseconds)ms"), true),
                                set_config('idle_in_transaction_session_timeout', \("\(idleMilliseconds)ms"), true)
                         """, logger: PostgresSQL.silent)
-                    // Step 2.
-                    do {
-                        try await connection.run("SELECT pg_advisory_xact_lock(\(lockKey))", logger: PostgresSQL.silent)
-                    } catch {
-                        _ = try? await connection.run("ROLLBACK", logger: PostgresSQL.silent)
-                        if let psql = error as? PSQLError, psql.serverInfo?[.sqlState] == "55P03" {
-                            throw VaultError(
-                                .timeout,
-                                "Another host or process held the refresh lock of \(key) in \(vaultName) for longer than \(timeout); gave up waiting.")
-                        }
-                        throw error
-                    }
-                    locked = true
-                    // Step 3.
-                    let outcome: Swift.Result<Result, any Error>
-                    let view = LockedView(store: self, connection: connection)
-                    // The read cache forgets what the view wrote once the commit is over (other
-                    // processes hear the NOTIFY that commits with it).
-                    defer { readCache?.invalidate(rowHashes: view.written.rows.withLock { $0 }) }
-                    do {
-                        outcome = .success(try await body(view))
-                    } catch {
-                        outcome = .failure(error)
-                    }
-                    // Step 4: commit on both paths, so that a stored verdict outlives its error.
-                    do {
-                        try await connection.run("COMMIT", logger: PostgresSQL.silent)
-                    } catch {
-                        let failure = PostgresSQL.vaultError(error, what: "commit the refresh of \(key)", vault: vaultName)
-                        logger.error(
-                            "the refresh transaction could not commit; what it wrote is lost",
-                            metadata: ["key": "\(key)", "code": "\(failure.code)"])
-                        if case .failure(let error) = outcome { throw error }
-                        throw VaultError(
-                            .backendUnavailable,
-                            "The refresh of \(key) could not be committed to \(vaultName) (\(failure.message)); if the server rotated the refresh token, the new one is lost and a new login may be needed.",
-                            underlying: failure)
-                    }
-                    return try outcome.get()
+                }
+                try await Self.withDeadline(bound + timeout, what: "take the refresh lock of \(key)", vault: vault) {
+                    try await connection.run("SELECT pg_advisory_xact_lock(\(lockKey))", logger: PostgresSQL.silent)
                 }
             } catch {
-                // Only the steps before the lock are retried, and only for a lost connection.
-                guard !locked, PostgresSQL.isConnectionFailure(error), clock.now < deadline else {
-                    throw PostgresSQL.vaultError(error, what: "take the refresh lock of \(key)", vault: vaultName)
+                // The server rolls the transaction back when its connection ends.
+                held.abandon()
+                held.release()
+                if let psql = error as? PSQLError, psql.serverInfo?[.sqlState] == "55P03" {
+                    throw VaultError(
+                        .timeout,
+                        "Another host or process held the refresh lock of \(key) in \(vault) for longer than \(timeout); gave up waiting.")
+                }
+                guard PostgresSQL.isConnectionFailure(error), clock.now < deadline else {
+                    throw PostgresSQL.vaultError(error, what: "take the refresh lock of \(key)", vault: vault)
                 }
                 try await Task.sleep(for: pause)
                 pause = min(pause * 2, .milliseconds(500))
+                continue
+            }
+            defer { held.release() }
+            return try await lockedFlight(key, lockKey: lockKey, timeout: timeout, on: held, body)
+        }
+    }
+
+    /// Steps 3 and 4 of ``withRefreshLock(on:timeout:_:)``, on a connection that holds the lock.
+    private func lockedFlight<Result: Sendable>(
+        _ key: CredentialKey, lockKey: Int64, timeout: Duration, on held: HeldConnection, _ body: (any CredentialStore) async throws -> Result
+    ) async throws -> Result {
+        let connection = held.connection
+        let vault = vaultName
+        // Step 3.
+        let outcome: Swift.Result<Result, any Error>
+        let view = LockedView(store: self, held: held, lockKey: lockKey, flight: key, timeout: timeout)
+        // The read cache forgets what the view wrote once the commit is over (other processes
+        // hear the NOTIFY that commits with it).
+        defer { readCache?.invalidate(rowHashes: view.written.rows) }
+        do {
+            outcome = .success(try await body(view))
+        } catch {
+            outcome = .failure(error)
+        }
+        // A view whose connection was lost has made its writes durable on another one already.
+        if view.written.isLost { return try outcome.get() }
+        // Step 4: commit on both paths, so that a stored verdict outlives its error.
+        do {
+            try held.checkOpen(to: "commit the refresh of \(key)", vault: vault)
+            try await Self.withDeadline(options.operationTimeout, what: "commit the refresh of \(key)", vault: vault) {
+                try await connection.run("COMMIT", logger: PostgresSQL.silent)
+            }
+        } catch {
+            let pending = view.written.writes
+            if Self.isLoss(error) {
+                held.abandon()
+                // The transaction went with its connection (or its COMMIT's answer did): what it
+                // wrote is written again, fenced, on a new connection.
+                if !pending.isEmpty {
+                    logger.notice(
+                        "the refresh transaction lost its connection before its commit was confirmed; writing its result again",
+                        metadata: ["key": "\(key)"])
+                    do {
+                        try await replay(pending, lockKey: lockKey, flight: key, timeout: timeout)
+                    } catch {
+                        // A refusal (a stored verdict that did not stay) still says what the user must do.
+                        if case .failure(let refusal) = outcome { throw refusal }
+                        throw error
+                    }
+                }
+                return try outcome.get()
+            }
+            let failure = PostgresSQL.vaultError(error, what: "commit the refresh of \(key)", vault: vault)
+            logger.error(
+                "the refresh transaction could not commit; what it wrote is lost",
+                metadata: ["key": "\(key)", "code": "\(failure.code)"])
+            if case .failure(let error) = outcome { throw error }
+            if pending.isEmpty { return try outcome.get() }
+            throw VaultError(
+                .backendUnavailable,
+                "The refresh of \(key) could not be committed to \(vault) (\(failure.message)); if the server rotated the refresh token, the new one is lost and a new login may be needed.",
+                underlying: failure)
+        }
+        return try outcome.get()
+    }
+
+    /// Whether `error` means the connection (and so the transaction on it) is gone or unusable:
+    /// a lost connection, or a statement past its bound (``withDeadline(_:what:vault:watch:_:)``).
+    static func isLoss(_ error: any Error) -> Bool {
+        if let error = error as? VaultError { return error.code == .backendUnavailable }
+        return PostgresSQL.isConnectionFailure(error)
+    }
+
+    /// Makes the writes of a refresh transaction whose connection was lost again, in one new
+    /// transaction under the same advisory lock, each fenced by the version its row had when the
+    /// lost transaction read it: a row that another writer changed since is left as that writer
+    /// left it (`backendUnavailable`, naming what was not written). A write the lost `COMMIT`
+    /// did make (its version is in the row) is not made twice. Retried on a new connection within
+    /// ``Options/operationTimeout`` plus the flight's lock `timeout`: an answer already received
+    /// waits for a restarting database as long as a refresh waits for its lock.
+    @discardableResult
+    func replay(_ writes: [LockedView.Write], lockKey: Int64, flight key: CredentialKey, timeout: Duration) async throws -> [Data: Int64?] {
+        do {
+            return try await replayOnce(writes, lockKey: lockKey, flight: key, within: options.operationTimeout + timeout)
+        } catch let error as VaultError where error.underlying is ReplayConflict {
+            throw error
+        } catch {
+            let failure = PostgresSQL.vaultError(error, what: "save the refresh of \(key) again", vault: vaultName)
+            logger.error(
+                "the refresh answer could not be committed after the connection was lost",
+                metadata: ["key": "\(key)", "code": "\(failure.code)"])
+            throw VaultError(
+                .backendUnavailable,
+                "The token endpoint answered the refresh of \(key), but the connection to \(vaultName) was lost before the answer was committed, and it could not be committed on a new connection either (\(failure.message)). The entry keeps the refresh token it had: the next refresh presents it again, which a server with a reuse interval accepts; a server that rotates strictly refuses it, and then a new login is needed.",
+                underlying: failure)
+        }
+    }
+
+    private func replayOnce(
+        _ writes: [LockedView.Write], lockKey: Int64, flight key: CredentialKey, within limit: Duration
+    ) async throws -> [Data: Int64?] {
+        let waitMilliseconds = max(1, Int(options.operationTimeout.components.seconds * 1000))
+        let vault = vaultName
+        return try await bounded("save the refresh of \(key) again after its connection was lost", within: limit) { connection in
+            try await PostgresSQL.transaction(on: connection) { () async throws -> [Data: Int64?] in
+                var versions: [Data: Int64?] = [:]
+                try await connection.run("SELECT set_config('lock_timeout', \("\(waitMilliseconds)ms"), true)", logger: PostgresSQL.silent)
+                try await connection.run("SELECT pg_advisory_xact_lock(\(lockKey))", logger: PostgresSQL.silent)
+                for write in writes {
+                    let sealing = self.current
+                    let stored = try await self.loadRow(Array(write.rowHash), sealing: sealing, on: connection, inTransaction: true)?.version
+                    if let ours = write.ours, stored == ours {  // the lost COMMIT went through
+                        versions[write.rowHash] = .some(ours)
+                        continue
+                    }
+                    if write.secret == nil, stored == nil {  // deleted, by it or by another
+                        versions[write.rowHash] = .some(nil)
+                        continue
+                    }
+                    if case .some(let expected) = write.expected, stored != expected {
+                        throw VaultError(
+                            .backendUnavailable,
+                            "The connection to \(vault) was lost during the refresh of \(write.key), and another host or process wrote the entry before this one could save the token endpoint's answer again; the entry keeps that write, and this answer was not saved. Run the command again.",
+                            underlying: ReplayConflict())
+                    }
+                    if let secret = write.secret {
+                        versions[write.rowHash] = .some(try await self.save(secret, for: write.key, on: connection))
+                    } else {
+                        _ = try await self.delete(write.key, on: connection)
+                        versions[write.rowHash] = .some(nil)
+                    }
+                }
+                return versions
             }
         }
     }
 }
 
-/// The store as seen inside a refresh transaction: loads and saves on its connection, under its lock.
+/// The store as seen inside a refresh transaction: loads and saves on its connection, under its
+/// lock, each bounded. It keeps what it read (each row's version) and wrote, so that writes can be
+/// made again, fenced, when the connection is lost (``PostgresStore/replay(_:lockKey:flight:)``);
+/// a save that meets the loss makes its write durable that way before it returns.
 struct LockedView: CredentialStore {
-    let store: PostgresStore
-    let connection: PostgresConnection
-    /// The row hashes written or deleted through the view (for the read cache).
-    let written = WrittenRows()
+    /// A write of the view: a secret, or a delete (`secret` nil).
+    struct Write: Sendable {
+        let key: CredentialKey
+        let rowHash: Data
+        let secret: Data?
+        /// The row's version when the view first read it (`.some(nil)`: no row); `nil` when the
+        /// view never read it (the write is then not fenced).
+        let expected: Int64??
+        /// The version this write gave the row in the lost transaction, if it got that far.
+        let ours: Int64?
+    }
 
-    init(store: PostgresStore, connection: PostgresConnection) {
+    let store: PostgresStore
+    let held: HeldConnection
+    let lockKey: Int64
+    let flight: CredentialKey
+    /// The flight's lock wait, which also bounds a replay (with the operation's bound).
+    let timeout: Duration
+    /// What the view read and wrote, shared by its copies.
+    let written = ViewRecord()
+
+    init(store: PostgresStore, held: HeldConnection, lockKey: Int64, flight: CredentialKey, timeout: Duration) {
         self.store = store
-        self.connection = connection
+        self.held = held
+        self.lockKey = lockKey
+        self.flight = flight
+        self.timeout = timeout
     }
 
     var backend: BackendKind { store.backend }
+    private var connection: PostgresConnection { held.connection }
+    private var bound: Duration { store.options.operationTimeout }
 
     func load(_ key: CredentialKey) async throws -> Data? {
+        // After a loss the lock is gone with its connection: a read goes to the store as any read.
+        if written.isLost { return try await store.load(key) }
+        let sealing = store.current
+        let rowHash = sealing.keys.rowHash(key)
+        let (store, connection) = (self.store, self.connection)
         do {
-            return try await store.load(key, on: connection, inTransaction: true)
+            try held.checkOpen(to: "read \(key) under the refresh lock", vault: store.vaultName)
+            let row = try await PostgresStore.withDeadline(bound, what: "read \(key) under the refresh lock", vault: store.vaultName) {
+                try await store.loadRow(rowHash, sealing: sealing, on: connection, inTransaction: true)
+            }
+            written.read(Data(rowHash), version: row?.version)
+            guard let row else { return nil }
+            return try store.open(row.sealed, key: key, rowHash: rowHash, version: row.version, sealing: sealing)
         } catch {
             throw PostgresSQL.vaultError(error, what: "read \(key) under the refresh lock", vault: store.vaultName)
         }
@@ -133,34 +297,106 @@ struct LockedView: CredentialStore {
 
     func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) async throws {
         try PostgresStore.checkSize(secret, key)
-        written.rows.withLock { $0.append(Data(store.current.keys.rowHash(key))) }
-        do {
-            try await store.save(secret, for: key, on: connection)
-        } catch {
-            throw PostgresSQL.vaultError(error, what: "save \(key) under the refresh lock", vault: store.vaultName)
-        }
+        try await write(secret, key)
     }
 
     func delete(_ key: CredentialKey) async throws -> Bool {
-        written.rows.withLock { $0.append(Data(store.current.keys.rowHash(key))) }
-        do {
-            return try await store.delete(key, on: connection)
-        } catch {
-            throw PostgresSQL.vaultError(error, what: "delete \(key) under the refresh lock", vault: store.vaultName)
+        let existed = written.isLost ? true : (try await load(key)) != nil
+        try await write(nil, key)
+        return existed
+    }
+
+    /// A save (`secret`) or a delete (`nil`) in the transaction; when its connection is lost, made
+    /// durable on a new one before returning.
+    private func write(_ secret: Data?, _ key: CredentialKey) async throws {
+        let rowHash = Data(store.current.keys.rowHash(key))
+        let what = secret == nil ? "delete \(key) under the refresh lock" : "save \(key) under the refresh lock"
+        if !written.isLost {
+            let (store, connection) = (self.store, self.connection)
+            do {
+                try held.checkOpen(to: what, vault: store.vaultName)
+                let version = try await PostgresStore.withDeadline(bound, what: what, vault: store.vaultName) { () async throws -> Int64? in
+                    if let secret { return try await store.save(secret, for: key, on: connection) }
+                    _ = try await store.delete(key, on: connection)
+                    return nil
+                }
+                written.wrote(key, rowHash, secret, ours: version)
+                return
+            } catch {
+                guard PostgresStore.isLoss(error) else { throw PostgresSQL.vaultError(error, what: what, vault: store.vaultName) }
+                // The transaction is gone (or is ended now): its lock and what it wrote with it.
+                held.abandon()
+                written.lose()
+                store.logger.notice(
+                    "the refresh transaction lost its connection; writing its result on a new one",
+                    metadata: ["key": "\(key)"])
+            }
         }
+        written.wrote(key, rowHash, secret, ours: nil)
+        written.madeDurable(try await store.replay(written.writes, lockKey: lockKey, flight: flight, timeout: timeout))
     }
 
     func keys(service: String?) async throws -> [CredentialKey] {
+        if written.isLost { return try await store.keys(service: service) }
+        let (store, connection) = (self.store, self.connection)
         do {
-            return try await store.keys(service: service, on: connection)
+            try held.checkOpen(to: "list under the refresh lock", vault: store.vaultName)
+            return try await PostgresStore.withDeadline(bound, what: "list under the refresh lock", vault: store.vaultName) {
+                try await store.keys(service: service, on: connection)
+            }
         } catch {
             throw PostgresSQL.vaultError(error, what: "list under the refresh lock", vault: store.vaultName)
         }
     }
 }
 
-/// What a ``LockedView`` wrote, shared by its copies.
-final class WrittenRows: Sendable {
-    let rows = Mutex<[Data]>([])
+/// Marks the error of a replayed write whose row another writer changed (the fence held).
+struct ReplayConflict: Error, Sendable {}
+
+/// What a ``LockedView`` read and wrote, shared by its copies.
+final class ViewRecord: Sendable {
+    private struct State {
+        /// Every row hash written or deleted (for the read cache).
+        var rows: [Data] = []
+        /// The version each row had when first read (nil: no row).
+        var seen: [Data: Int64?] = [:]
+        /// The last write of each row not yet durable, in the order of first write.
+        var writes: [LockedView.Write] = []
+        var lost = false
+    }
+
+    private let state = Mutex(State())
+
+    var rows: [Data] { state.withLock { $0.rows } }
+    var writes: [LockedView.Write] { state.withLock { $0.writes } }
+    var isLost: Bool { state.withLock { $0.lost } }
+
+    func read(_ rowHash: Data, version: Int64?) {
+        state.withLock { state in
+            if state.seen[rowHash] == nil { state.seen[rowHash] = .some(version) }
+        }
+    }
+
+    func wrote(_ key: CredentialKey, _ rowHash: Data, _ secret: Data?, ours: Int64?) {
+        state.withLock { state in
+            state.rows.append(rowHash)
+            let write = LockedView.Write(key: key, rowHash: rowHash, secret: secret, expected: state.seen[rowHash], ours: ours)
+            if let index = state.writes.firstIndex(where: { $0.rowHash == rowHash }) {
+                state.writes[index] = write
+            } else {
+                state.writes.append(write)
+            }
+        }
+    }
+
+    func lose() { state.withLock { $0.lost = true } }
+
+    /// The pending writes are committed, leaving the rows at `versions`: later writes are fenced by those.
+    func madeDurable(_ versions: [Data: Int64?]) {
+        state.withLock { state in
+            state.writes.removeAll()
+            for (rowHash, version) in versions { state.seen[rowHash] = .some(version) }
+        }
+    }
 }
 #endif

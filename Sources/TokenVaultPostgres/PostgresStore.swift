@@ -249,7 +249,7 @@ public final class PostgresStore: CredentialStore, Sendable {
         // (the extended protocol commits at Sync), and a server that dies in between has sent a
         // reply for a write it never committed. So one CALL of a procedure that commits before
         // it returns (one round trip), or, without the procedure, BEGIN, upsert, COMMIT (three).
-        try await bounded("save \(key)") { connection in
+        _ = try await bounded("save \(key)") { connection in
             try await self.committedAlone(
                 on: connection,
                 { try await self.save(secret, for: key, on: connection, alone: true) },
@@ -361,7 +361,12 @@ public final class PostgresStore: CredentialStore, Sendable {
         ).last
         guard let found else { throw headerMissing() }
         try checkVaultID(found.0, sealing)
-        guard let version = found.1, let sealed = found.2 else { return nil }
+        guard let version = found.1 else { return nil }
+        guard let sealed = found.2 else {
+            // The server sent the row's length, not the row: it is larger than any row TokenVault writes.
+            if let length = found.3 { throw rowTooLarge(length, key: nil) }
+            return nil
+        }
         return PostgresReadCache.Row(version: version, sealed: Array(sealed))
     }
 
@@ -382,6 +387,16 @@ public final class PostgresStore: CredentialStore, Sendable {
         return opened
     }
 
+    /// The longest sealed row TokenVault writes (the largest secret, the longest names, the
+    /// sealing overhead), with room to spare; a longer row is damage and is never read whole.
+    static let maximumRowLength = RowSealingKeys.maximumSealedLength + 4096
+
+    func rowTooLarge(_ length: Int32, key: CredentialKey?) -> VaultError {
+        VaultError(
+            .integrityFailure,
+            "A row\(key.map { " for \($0)" } ?? "") in \(vaultName) is \(length) bytes, more than any row TokenVault writes (at most \(Self.maximumRowLength)): it was changed behind TokenVault's back, and it was not read. Restore it from a backup, or delete it in SQL and save the entry again.")
+    }
+
     func tampered(_ key: CredentialKey?) -> VaultError {
         VaultError(
             .integrityFailure,
@@ -390,7 +405,9 @@ public final class PostgresStore: CredentialStore, Sendable {
 
     /// Writes the entry on `connection`: in the caller's transaction, or, `alone`, as one CALL
     /// of `tokenvault_save_v1` that commits before it replies (never inside a transaction block).
-    func save(_ secret: Data, for key: CredentialKey, on connection: PostgresConnection, alone: Bool = false) async throws {
+    /// Returns the version the row now has.
+    @discardableResult
+    func save(_ secret: Data, for key: CredentialKey, on connection: PostgresConnection, alone: Bool = false) async throws -> Int64 {
         let sealing = current
         let rowHash = sealing.keys.rowHash(key)
         let serviceHash = sealing.keys.serviceHash(key.service)
@@ -422,7 +439,7 @@ public final class PostgresStore: CredentialStore, Sendable {
                     """, logger: logger)
                 for try await _ in rows { written = true }
             }
-            if written { return }
+            if written { return version }
             // Nothing written: the vault was rekeyed, or the stored version is not lower.
             let check = try await connection.query(
                 """
@@ -473,17 +490,20 @@ public final class PostgresStore: CredentialStore, Sendable {
         let serviceHash = service.map { Data(sealing.keys.serviceHash($0)) }
         let rows = try await connection.query(
             """
-            SELECT h.vault_id, e.row_hash, e.version, e.sealed FROM tokenvault_header h
+            SELECT h.vault_id, e.row_hash, e.version,
+                   CASE WHEN octet_length(e.sealed) <= \(Int32(Self.maximumRowLength)) THEN e.sealed END, octet_length(e.sealed)
+            FROM tokenvault_header h
             LEFT JOIN tokenvault_entries e ON (\(serviceHash)::bytea IS NULL OR e.service_hash = \(serviceHash)::bytea)
             WHERE h.id = 1
             """, logger: logger)
         var keys: [CredentialKey] = []
         var sawHeader = false
-        for try await (vaultID, rowHash, version, sealed) in rows.decode((Data, Data?, Int64?, Data?).self) {
+        for try await (vaultID, rowHash, version, sealed, length) in rows.decode((Data, Data?, Int64?, Data?, Int32?).self) {
             if !sawHeader {
                 try checkVaultID(vaultID, sealing)
                 sawHeader = true
             }
+            if sealed == nil, let length { throw rowTooLarge(length, key: nil) }
             guard let rowHash, let version, let sealed else { continue }
             let key = try openRow(Array(sealed), rowHash: Array(rowHash), version: version, sealing: sealing).key
             if let service, key.service != service {
@@ -588,20 +608,25 @@ extension PostgresStore {
 ///
 /// The vault's identity comes with the row, so a rekeyed or replaced vault is noticed in the
 /// same round trip.
+///
+/// A row larger than any TokenVault writes (an administrator's, or an attacker's with the table's
+/// rights) is not sent: only its length (``PostgresStore/maximumRowLength``), so that a 200 MB row
+/// costs a get neither the transfer nor the memory.
 struct LoadRowStatement: PostgresPreparedStatement {
-    static let name = "tokenvault_load_row_v1"
+    static let name = "tokenvault_load_row_v2"
     static let sql = """
-        SELECT h.vault_id, e.version, e.sealed FROM tokenvault_header h
-        LEFT JOIN tokenvault_entries e ON e.row_hash = $1 WHERE h.id = 1
+        SELECT h.vault_id, e.version, CASE WHEN octet_length(e.sealed) <= $2 THEN e.sealed END, octet_length(e.sealed)
+        FROM tokenvault_header h LEFT JOIN tokenvault_entries e ON e.row_hash = $1 WHERE h.id = 1
         """
-    static let bindingDataTypes: [PostgresDataType] = [.bytea]
-    typealias Row = (Data, Int64?, Data?)
+    static let bindingDataTypes: [PostgresDataType] = [.bytea, .int4]
+    typealias Row = (Data, Int64?, Data?, Int32?)
 
     let rowHash: Data
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 1)
+        var bindings = PostgresBindings(capacity: 2)
         try bindings.append(rowHash)
+        bindings.append(Int32(PostgresStore.maximumRowLength))
         return bindings
     }
 

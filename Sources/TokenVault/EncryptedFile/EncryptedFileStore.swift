@@ -166,13 +166,28 @@ public final class EncryptedFileStore: CredentialStore, Sendable {
     /// Other processes that have the vault open get `authenticationFailed` on their next
     /// operation and must reopen with the new key.
     ///
+    /// The rekey first takes the refresh lock of every entry (the lock files a refresh takes,
+    /// in one order), waiting at most `lockTimeout`: a refresh in flight finishes and saves its
+    /// answer under the old key first, and is then sealed again with the rest; a refresh that
+    /// starts during the rekey waits for it, and then finds the vault rekeyed before it sends
+    /// anything (`authenticationFailed`). So a rekey never makes a refresh lose a rotated token.
+    ///
     /// - Parameters:
     ///   - newSource: the new key file, passphrase file or passphrase. Its file must exist and be
     ///     private (`0600`) unless ``Options/allowInsecurePermissions`` is set.
     ///   - kdf: the Argon2id cost for a passphrase; `nil` means ``Options/kdf``.
-    public func rekey(to newSource: VaultConfiguration.KeySource, kdf: KDFParameters? = nil) async throws {
+    ///   - lockTimeout: how long to wait for refreshes in flight (then `timeout`, nothing changed).
+    public func rekey(to newSource: VaultConfiguration.KeySource, kdf: KDFParameters? = nil, lockTimeout: Duration = .seconds(30)) async throws {
         let file = self.file
         let parameters = kdf ?? file.options.kdf
+        var locks: [RefreshLock] = []
+        defer { for lock in locks { lock.release() } }
+        if case .files(let directory) = try refreshLockPlacement().lock {
+            // Sorted, so that two rekeys cannot each hold a lock the other waits for (a refresh
+            // holds one lock only).
+            let paths = Set(try await keys(service: nil).map { try directory.lockFilePath(for: $0) }).sorted()
+            for path in paths { locks.append(try await RefreshLock.acquire(path: path, timeout: lockTimeout)) }
+        }
         try await onQueue { try file.rekey(to: newSource, kdf: parameters) }
     }
 

@@ -57,6 +57,8 @@ package final class RowSealingKeys: Sendable {
     package static let sealingOverhead = Sodium.aeadNonceBytes + Sodium.aeadTagBytes
     /// The largest secret a sealed record carries (4 MiB, as in the file vault).
     package static let maximumSecretSize = SealedRecord.maximumSecretSize
+    /// The longest sealed record (the largest secret and the longest names, sealed).
+    package static let maximumSealedLength = SealedRecord.maximumSealedLength
     /// libsodium's bounds for Argon2id.
     package static var opsLimitRange: ClosedRange<UInt64> { Sodium.opsLimitRange }
     package static var memLimitRange: ClosedRange<UInt64> { Sodium.memLimitRange }

@@ -98,6 +98,35 @@ extension PostgresTests {
             #expect(result.stderr.contains("vault_id"), "\(result.stderr)")
             #expect(elapsed < .seconds(5), "took \(elapsed)")
         }
+
+        /// Point 11: a row made huge in SQL (8 MiB here; 200 MB cost a get about 650 MB) is damage,
+        /// refused from its length: the server sends the length, never the row. Before, it was sent
+        /// whole, and failed only once opened ("damaged or was tampered with").
+        @Test func aRowLargerThanAnyTokenVaultWritesIsNotRead() throws {
+            let (postgres, sandbox, database, environment) = try setUp()
+            #expect(try vault(sandbox, environment, ["set", "svc", "acct", "--expires-in", "3600"], stdin: "pg-token\n").status == 0)
+            #expect(try vault(sandbox, environment, ["set", "other", "acct", "--expires-in", "3600"], stdin: "pg-other\n").status == 0)
+            let rows = try postgres.sql(database, "SELECT count(*) FROM tokenvault_entries")
+            try #require(rows == "2")
+            // One of the two rows grows past the bound (which is which, the hashes hide).
+            try postgres.sql(
+                database,
+                "UPDATE tokenvault_entries SET sealed = sealed || decode(repeat('00', 8388608), 'hex') WHERE row_hash = (SELECT row_hash FROM tokenvault_entries ORDER BY row_hash DESC LIMIT 1)")
+            var refused = 0
+            for arguments in [["get", "svc", "acct"], ["get", "other", "acct"]] {
+                let result = try vault(sandbox, environment, arguments)
+                if result.status == 5 {
+                    refused += 1
+                    #expect(result.stderr.contains("more than any row TokenVault writes"), "\(result.stderr)")
+                } else {
+                    #expect(result.status == 0, "\(result)")
+                }
+                #expect(!result.stderr.contains("Fatal error"), "\(result.stderr)")
+            }
+            #expect(refused == 1, "the grown row is refused, the other read")
+            let list = try vault(sandbox, environment, ["list"])
+            #expect(list.status == 5 && list.stderr.contains("more than any row TokenVault writes"), "\(list)")
+        }
     }
 
     /// Point 11: a wrong password or a certificate that does not verify reported after the whole

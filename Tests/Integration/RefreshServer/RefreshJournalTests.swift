@@ -158,19 +158,26 @@ extension RefreshCrossProcessTests {
                         #expect(next.errorOutput.contains("Interrupted refresh: log in again"), "\(next.errorOutput)")
                     }
                 }
-                let server = strict ? "strict rotation" : "reuse interval 10 s"
-                report.append(
-                    "\(server): \(lost) of \(runs) grants lost (\(lostInWindow) after the server rotated and before the save; \(rotatedUnsaved) kills fell there; \(interruptedKept) left a presenting record)")
+                // The goals of issue 33, as Scripts/bench prints them.
+                if strict {
+                    let met = lost == lostInWindow
+                    report.append(
+                        "strict rotation: \(lost) of \(runs) grants lost, \(lostInWindow) of them by kills between the server's rotation and the save (\(rotatedUnsaved) kills fell there; \(interruptedKept) left a presenting record), each reported as \"Interrupted refresh: log in again\"; goal: no loss outside that window: \(met ? "MET" : "MISSED")")
+                } else {
+                    report.append(
+                        "reuse interval 10 s: \(lost) of \(runs) grants lost (\(rotatedUnsaved) kills fell between the server's rotation and the save; \(interruptedKept) left a presenting record); goal 0: \(lost == 0 ? "MET" : "MISSED")")
+                }
                 if strict {
                     #expect(lost == lostInWindow, "a grant was lost outside the window")
                 } else {
                     #expect(lost == 0, "a grant was lost despite the reuse interval")
                 }
             }
-            let line = "kill -9 during vault get --fresh (spread over \(span)): " + report.joined(separator: "; ")
-            print(line)
+            let lines = ["kill -9 at random moments of a refreshing vault get --fresh (file vault, spread over \(span)):"]
+                + report.map { "  " + $0 }
+            print(lines.joined(separator: "\n"))
             if let path = ProcessInfo.processInfo.environment["TOKENVAULT_KILL_REPORT"] {
-                try Data((line + "\n").utf8).write(to: URL(fileURLWithPath: path))
+                try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: path))
             }
         }
     }
