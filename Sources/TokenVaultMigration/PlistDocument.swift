@@ -17,6 +17,8 @@ struct PlistDocument {
     let mode: mode_t
     let owner: uid_t
     let group: gid_t
+    /// Which file was read (device and inode), so that a file put in its place is noticed.
+    let identity: (device: UInt64, inode: UInt64)
 
     var formatName: String {
         switch format {
@@ -49,7 +51,8 @@ struct PlistDocument {
         }
         return PlistDocument(
             path: path, bytes: bytes, format: format, dictionary: dictionary,
-            mode: mode_t(info.mode), owner: uid_t(info.owner), group: gid_t(info.group)
+            mode: mode_t(info.mode), owner: uid_t(info.owner), group: gid_t(info.group),
+            identity: (info.device, info.inode)
         )
     }
 
@@ -149,17 +152,33 @@ struct PlistDocument {
     }
 
     /// Replaces the file with `data` atomically, keeping its permissions, owner and group.
-    /// Refuses if the file changed on disk since it was read (an app may be writing it).
+    /// Refuses if the file changed on disk since it was read (an app may be writing it): before
+    /// the replacement, and again after it, on the old file that the replacement swapped out
+    /// (see ``PlistSyscall/replaceAtomically(_:with:mode:owner:group:beforeRename:checkReplaced:)``).
+    /// A change found after the swap is undone by swapping the app's file back in.
     /// - Returns: A warning when the file was replaced but its directory could not be synced.
     func replace(with data: Data) throws -> String? {
-        try PlistSyscall.replaceAtomically(path, with: data, mode: mode, owner: owner, group: group) {
-            let current = try PlistSyscall.readFile(path, limit: Self.maximumSize).data
-            guard current == bytes else {
-                throw VaultError(
-                    .io,
-                    "\(path) changed while the migration ran (is the app that owns it running?); it was left as it is now."
-                )
-            }
-        }
+        try PlistSyscall.replaceAtomically(
+            path, with: data, mode: mode, owner: owner, group: group,
+            beforeRename: {
+                let current = try PlistSyscall.readFile(path, limit: Self.maximumSize).data
+                guard current == bytes else { throw changedWhileMigrating }
+            },
+            checkReplaced: { fd, openForWriting in
+                // The old file, swapped out: the very file that was read, with the bytes that
+                // were read, and nobody left who could still write to it.
+                let status = try SystemCall.fstat(fd)
+                guard !openForWriting, status.device == identity.device, status.inode == identity.inode,
+                    status.size == Int64(bytes.count),
+                    try PlistSyscall.readAll(fd, path, limit: Self.maximumSize) == bytes
+                else { throw changedWhileMigrating }
+            })
+    }
+
+    private var changedWhileMigrating: VaultError {
+        VaultError(
+            .io,
+            "\(path) changed while the migration ran (is the app that owns it running?); it was left as it is now."
+        )
     }
 }

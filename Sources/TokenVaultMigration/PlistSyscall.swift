@@ -35,6 +35,11 @@ enum PlistSyscall {
         guard Int(info.size) <= limit else {
             throw VaultError(.tooLarge, "\(path) is larger than \(limit / (1 << 20)) MiB; it is not a defaults plist.")
         }
+        return (try readAll(fd, path, limit: limit), info)
+    }
+
+    /// Reads `fd` (the file `path`) from where it is to its end, refusing more than `limit` bytes.
+    static func readAll(_ fd: Int32, _ path: String, limit: Int) throws -> Data {
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
@@ -47,24 +52,32 @@ enum PlistSyscall {
                 throw VaultError(.tooLarge, "\(path) is larger than \(limit / (1 << 20)) MiB; it is not a defaults plist.")
             }
         }
-        return (data, info)
+        return data
     }
 
     /// Replaces `path` atomically with `data`, with the given mode, owner and group, through
-    /// ``AtomicFile/replace(_:with:attributes:diskFull:logger:beforeRename:)``. On failure
-    /// before the rename, `path` is untouched. `beforeRename` runs last and may throw to abort.
+    /// ``AtomicFile/replace(_:with:attributes:diskFull:logger:beforeRename:checkReplaced:)``. On
+    /// failure before the rename, `path` is untouched. `beforeRename` runs last and may throw to
+    /// abort. The rename is an exchange where the file system allows: `checkReplaced` then sees
+    /// the old file swapped out, and if it throws, the old file is swapped back and `path` holds
+    /// what it held before (or, if it changed again meanwhile, the error says where each is).
     ///
     /// Once the rename has succeeded the new contents are in place, so nothing after it throws:
     /// a directory that cannot be synced is returned as a warning instead, so that no caller
     /// rolls back what the plist no longer holds.
     /// - Returns: A warning for the person running the migration, or `nil`.
     static func replaceAtomically(
-        _ path: String, with data: Data, mode: mode_t, owner: uid_t, group: gid_t, beforeRename: () throws -> Void
+        _ path: String, with data: Data, mode: mode_t, owner: uid_t, group: gid_t, beforeRename: () throws -> Void,
+        checkReplaced: (_ fd: Int32, _ openForWriting: Bool) throws -> Void
     ) throws -> String? {
         let attributes = AtomicFile.Attributes(mode: UInt32(mode), owner: (UInt32(owner), UInt32(group)))
-        let directoryError = try data.withUnsafeBytes { bytes in
-            try AtomicFile.replace(
-                path, with: bytes, attributes: attributes, diskFull: plistUnchanged, beforeRename: beforeRename)
+        // An optional closure parameter escapes by type; this one is only called during the call.
+        let directoryError = try withoutActuallyEscaping(checkReplaced) { checkReplaced in
+            try data.withUnsafeBytes { bytes in
+                try AtomicFile.replace(
+                    path, with: bytes, attributes: attributes, diskFull: plistUnchanged, beforeRename: beforeRename,
+                    checkReplaced: checkReplaced)
+            }
         }
         guard let directoryError else { return nil }
         return

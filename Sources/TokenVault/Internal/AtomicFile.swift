@@ -29,10 +29,22 @@ package enum AtomicFile {
     ///
     /// - Parameter consequence: what a full disk leaves behind, for the `diskFull` message.
     /// - Returns: The error of the directory `fsync` after the rename, or `nil`.
+    ///
+    /// With `checkReplaced`, the rename is an exchange (`renameat2` `RENAME_EXCHANGE`), so that
+    /// the file that was at `path` is swapped out to the temporary name rather than destroyed,
+    /// and `checkReplaced` is given it open read-only, with `openForWriting` telling whether some
+    /// process still holds it open for writing (a read lease, taken first, says; where leases are
+    /// not available it is `false`). If the check passes, the old file is unlinked while the lease
+    /// still holds, so nothing can write it afterwards. If it throws, the exchange is undone
+    /// (another exchange) and its error is thrown, once the file that came back out is found to
+    /// be exactly this replacement: `path` then holds what it held before the replacement. Where
+    /// the file system cannot exchange (`EINVAL`), a plain `rename` follows `beforeRename` as
+    /// without `checkReplaced`.
     package static func replace(
         _ path: String, with bytes: UnsafeRawBufferPointer, attributes: Attributes = Attributes(),
         diskFull consequence: String = VaultError.vaultKeepsLastState, logger: Logger? = nil,
-        beforeRename: () throws -> Void = {}
+        beforeRename: () throws -> Void = {},
+        checkReplaced: ((_ fd: Int32, _ openForWriting: Bool) throws -> Void)? = nil
     ) throws -> VaultError? {
         let directory = parentDirectory(of: path)
         let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
@@ -66,17 +78,87 @@ package enum AtomicFile {
         // Whatever the umask said.
         try withErrnoMapped("set permissions on", temporary) { try SystemCall.chmod(fd, attributes.mode & 0o7777) }
         try withErrnoMapped("flush to disk", temporary, diskFull: consequence) { try SystemCall.sync(fd, path: temporary) }
+        let replacement = try withErrnoMapped("inspect", temporary) { try SystemCall.fstat(fd) }
         open = false
         SystemCall.close(fd)
         try beforeRename()
-        try withErrnoMapped("rename a file over", path, diskFull: consequence) { try SystemCall.rename(temporary, to: path) }
-        renamed = true
+        if let checkReplaced, try exchange(temporary, path) {
+            // `temporary` now names the old file; from here on this code decides its fate.
+            renamed = true
+            try settleExchange(
+                path, temporary: temporary, replacement: (replacement, bytes), check: checkReplaced)
+        } else {
+            try withErrnoMapped("rename a file over", path, diskFull: consequence) { try SystemCall.rename(temporary, to: path) }
+            renamed = true
+        }
         do {
             try SystemCall.syncDirectory(directory)
             return nil
         } catch {
             return VaultError.system(error, "sync the directory", directory)
         }
+    }
+
+    /// Swaps `temporary` and `path`; `false` where the file system or C library cannot (then
+    /// nothing happened).
+    private static func exchange(_ temporary: String, _ path: String) throws -> Bool {
+        do {
+            try SystemCall.exchange(temporary, path)
+            return true
+        } catch let errno where errno == .invalidArgument || errno == .notImplemented || errno == .notSupported {
+            return false
+        } catch {
+            throw VaultError.system(error, "exchange a file with", path)
+        }
+    }
+
+    /// After `exchange(temporary, path)`: checks the old file, now at `temporary`, and removes it,
+    /// or swaps it back and throws the check's error (see `replace`).
+    private static func settleExchange(
+        _ path: String, temporary: String, replacement: (status: SystemCall.FileStatus, bytes: UnsafeRawBufferPointer),
+        check: (Int32, Bool) throws -> Void
+    ) throws {
+        let refusal: any Error
+        do {
+            try inspectAndRemove(temporary, check)
+            return
+        } catch {
+            refusal = error
+        }
+        do {
+            try SystemCall.exchange(temporary, path)
+        } catch {
+            throw VaultError(
+                .io,
+                "\(path) was replaced while another process changed it, and could not be put back (\(error.message)): \(path) holds the new contents; what it held before is kept as \(temporary).")
+        }
+        // What comes out must be this replacement, untouched: anything else is a newer write by
+        // another process, which is kept rather than removed.
+        do {
+            try inspectAndRemove(temporary) { fd, openForWriting in
+                let status = try SystemCall.fstat(fd)
+                guard !openForWriting, status.device == replacement.status.device, status.inode == replacement.status.inode,
+                    status.size == Int64(replacement.bytes.count),
+                    try SystemCall.read(fd, at: 0, count: replacement.bytes.count + 1).elementsEqual(replacement.bytes)
+                else { throw Errno.fileExists }
+            }
+        } catch {
+            throw VaultError(
+                .io,
+                "\(path) changed twice while it was being replaced: it holds the first change again, and the second is kept as \(temporary); compare the two.")
+        }
+        try? SystemCall.syncDirectory(parentDirectory(of: path))
+        throw refusal
+    }
+
+    /// Opens `name` read-only, takes a read lease where it can, runs `check`, then unlinks `name`
+    /// before the lease ends.
+    private static func inspectAndRemove(_ name: String, _ check: (Int32, Bool) throws -> Void) throws {
+        let fd = try SystemCall.open(name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW)
+        defer { SystemCall.close(fd) }
+        let lease = SystemCall.takeReadLease(fd)
+        try check(fd, lease == false)
+        try SystemCall.unlink(name)
     }
 
     package static func replace(

@@ -26,6 +26,9 @@ package struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     package static let tooManySymbolicLinks = Errno(rawValue: ELOOP)
     package static let wouldBlock = Errno(rawValue: EWOULDBLOCK)
     package static let deviceOrAddress = Errno(rawValue: ENXIO)
+    package static let invalidArgument = Errno(rawValue: EINVAL)
+    package static let notImplemented = Errno(rawValue: ENOSYS)
+    package static let notSupported = Errno(rawValue: EOPNOTSUPP)
 
     /// The system's own text for the error, such as "No space left on device".
     package var message: String {

@@ -13,6 +13,18 @@ private let seekData: Int32 = 3
 private let seekHole: Int32 = 4
 private func cFlock(_ fd: Int32, _ operation: Int32) -> Int32 { flock(fd, operation) }
 
+/// `renameat2(2)`, which glibc declares only under `_GNU_SOURCE`: looked up once with `dlsym`.
+private enum Renameat2 {
+    typealias Function = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
+    /// `AT_FDCWD` and `RENAME_EXCHANGE` from the kernel's stable ABI.
+    static let currentDirectory: Int32 = -100
+    static let exchange: UInt32 = 2
+    static let function: Function? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2") else { return nil }
+        return unsafeBitCast(symbol, to: Function.self)
+    }()
+}
+
 /// The one thin layer over POSIX (swift-system's `valueOrErrno` style, without the dependency).
 package enum SystemCall {
     /// Runs `body` until it does not fail with `EINTR`; throws the `errno` of any other `-1`.
@@ -223,6 +235,30 @@ package enum SystemCall {
 
     package static func rename(_ from: String, to: String) throws(Errno) {
         try hooked(.rename(from: from, to: to)) { Glibc.rename(from, to) }
+    }
+
+    /// Swaps the files at `first` and `second` in one step (`renameat2` with `RENAME_EXCHANGE`,
+    /// Linux 3.15 and later): each name then holds what the other held, and neither is destroyed.
+    /// Throws `EINVAL` (or `ENOSYS`) where the file system or C library cannot.
+    package static func exchange(_ first: String, _ second: String) throws(Errno) {
+        guard let renameat2 = Renameat2.function else { throw Errno.invalidArgument }
+        try hooked(.rename(from: first, to: second)) {
+            renameat2(Renameat2.currentDirectory, first, Renameat2.currentDirectory, second, Renameat2.exchange)
+        }
+    }
+
+    /// Takes a read lease on `fd` (opened read-only): from then on nobody else holds the file open
+    /// for writing, until `fd` is closed. `false` if somebody does now (`EAGAIN`); `nil` where
+    /// leases are not available (a file system without them, `fs.leases-enable=0`, a file
+    /// this user does not own). No `SIGIO` is sent to this process when the lease is broken.
+    package static func takeReadLease(_ fd: Int32) -> Bool? {
+        let setLease: Int32 = 1024  // F_SETLEASE, declared by glibc only under _GNU_SOURCE
+        if Glibc.fcntl(fd, setLease, Int32(F_RDLCK)) == 0 {
+            // A lease break would signal the owner with SIGIO, which ends a process by default.
+            _ = Glibc.fcntl(fd, F_SETOWN, Int32(0))
+            return true
+        }
+        return Errno.current == .wouldBlock ? false : nil
     }
 
     package static func unlink(_ path: String) throws(Errno) {
