@@ -122,6 +122,8 @@ package enum AtomicFile {
         do {
             try inspectAndRemove(temporary, check)
             return
+        } catch let errno as Errno {
+            refusal = VaultError.system(errno, "check the file swapped out of", path)
         } catch {
             refusal = error
         }
