@@ -46,13 +46,13 @@ def log(message):
 
 
 class Server:
-    """The test OAuth server on a free loopback port, with tokens that live an hour."""
+    """The test OAuth server on a free loopback port, with tokens that live an hour (or `expires_in` s)."""
 
-    def __init__(self, python, scratch):
+    def __init__(self, python, scratch, expires_in=3600):
         self.port_file = os.path.join(scratch, "oauth.port")
         self.log_path = os.path.join(scratch, "oauth.log")
         self.process = subprocess.Popen(
-            [python, SERVER, "--port-file", self.port_file, "--expires-in", "3600"],
+            [python, SERVER, "--port-file", self.port_file, "--expires-in", str(expires_in)],
             stdout=subprocess.DEVNULL, stderr=open(self.log_path, "w"))
         for _ in range(200):
             if os.path.exists(self.port_file) and open(self.port_file).read().strip():

@@ -169,7 +169,7 @@ enum AgentCLI {
     /// The agent to ask for `global`'s vault, or nil: TOKEN_VAULT_AGENT=off, no socket path, or a
     /// backend the agent does not serve.
     static func client(for global: GlobalOptions) -> (client: AgentClient, vault: String)? {
-        guard let client = AgentClient.fromEnvironment() else { return nil }
+        guard let client = AgentClient.fromEnvironment(ProcessEnvironment.current) else { return nil }
         guard let configuration = try? global.configuration() else { return nil }  // direct reports it
         if let kind = configuration.backend.kind, !kind.isBuiltIn { return nil }
         return (client, AgentProtocol.vaultIdentity(of: configuration))

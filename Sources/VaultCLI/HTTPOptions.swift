@@ -28,12 +28,12 @@ struct HTTPOptions: ParsableArguments {
     /// The client these options and the environment ask for: the option first, then
     /// TOKEN_VAULT_HTTP_DEADLINE, then the library's default.
     /// - Throws: `configurationError` (exit 1) for a TOKEN_VAULT_HTTP_DEADLINE that is not a valid number of seconds.
-    func client(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> TokenEndpointClient {
+    func client(environment: [String: String] = ProcessEnvironment.current) throws -> TokenEndpointClient {
         try Self.client(option: httpDeadline, environment: environment)
     }
 
     /// The client for a command without the option (git-credential): the environment only.
-    static func client(option: Double? = nil, environment: [String: String] = ProcessInfo.processInfo.environment) throws
+    static func client(option: Double? = nil, environment: [String: String] = ProcessEnvironment.current) throws
         -> TokenEndpointClient
     {
         var seconds = option

@@ -72,7 +72,7 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {  /
             watchesChanges: Bool = true
         ) {
             self.timeout = timeout
-            self.unlockPrompt = unlockPrompt ?? SessionBus.displayPresent(environment: ProcessInfo.processInfo.environment)
+            self.unlockPrompt = unlockPrompt ?? SessionBus.displayPresentInProcess
             self.promptTimeout = promptTimeout
             self.watchesChanges = watchesChanges
         }
