@@ -79,10 +79,9 @@ public struct URLSessionTokenTransport: TokenTransport {
     }
 }
 
-/// URLRequest and URLResponse carried across the time limit's child task (they are values the
-/// task alone touches).
-private struct SendableRequest: @unchecked Sendable { var value: URLRequest }
-private struct SendableAnswer: @unchecked Sendable {
+/// URLRequest and URLResponse carried across the time limit's child task.
+private struct SendableRequest: @unchecked Sendable { var value: URLRequest }  // a value the child task alone reads
+private struct SendableAnswer: @unchecked Sendable {  // an answer handed from the child task to its one waiter
     var data: Data
     var response: URLResponse
     var unpacked: (Data, URLResponse) { (data, response) }
