@@ -29,6 +29,11 @@ let package = Package(
         .library(name: "TokenVaultMigration", targets: ["TokenVaultMigration"]),
         // The vault as a git credential helper (`vault git-credential` is a thin shell around it).
         .library(name: "TokenVaultGit", targets: ["TokenVaultGit"]),
+        // Authorized requests and the token endpoint's transport over URLSession
+        // (FoundationNetworking, which TokenVault itself does not import).
+        .library(name: "TokenVaultURLSession", targets: ["TokenVaultURLSession"]),
+        // The same over AsyncHTTPClient; needs the AsyncHTTPClientAdapter trait (async-http-client, NIO).
+        .library(name: "TokenVaultAsyncHTTPClient", targets: ["TokenVaultAsyncHTTPClient"]),
         // The PostgreSQL backend for fleets; needs the Postgres trait (postgres-nio, NIO, BoringSSL).
         .library(name: "TokenVaultPostgres", targets: ["TokenVaultPostgres"]),
         // The command for administrators; needs the CLI trait. It does not build or link
@@ -44,9 +49,12 @@ let package = Package(
             name: "CLI", description: "Builds the vault and vault-postgres commands (swift-argument-parser).",
             enabledTraits: ["Postgres"]),
         .trait(
+            name: "AsyncHTTPClientAdapter",
+            description: "Builds the TokenVaultAsyncHTTPClient product (async-http-client, NIO)."),
+        .trait(
             name: "Integration",
             description: "Links the integration tests (Tests/Integration) into the test bundle. Scripts/test, which starts their daemons, enables it.",
-            enabledTraits: ["CLI"]
+            enabledTraits: ["CLI", "AsyncHTTPClientAdapter"]
         ),
         .default(enabledTraits: []),
     ],
@@ -56,6 +64,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         // Only with the Postgres trait: TokenVaultPostgres and `vault-postgres`.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // Only with the AsyncHTTPClientAdapter trait: TokenVaultAsyncHTTPClient.
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ]
         // `swift package generate-documentation` (the DocC catalog in Sources/TokenVault/Docs.docc):
         // a command plugin, which no trait can hold back, so it is declared only for Scripts/docs.
@@ -103,6 +113,24 @@ package.targets += [
         name: "CSodium",
         pkgConfig: "libsodium",
         providers: [.apt(["libsodium-dev"])]
+    ),
+]
+
+// MARK: - HTTP adapters
+
+package.targets += [
+    // TokenAuthorizer over URLSession (`data(for:authorizedBy:)`) and URLSessionTokenTransport.
+    // A module of its own: FoundationNetworking links libcurl, which TokenVault opens only on demand.
+    .target(name: "TokenVaultURLSession", dependencies: ["TokenVault"]),
+    // TokenAuthorizer over AsyncHTTPClient (`execute(_:authorizedBy:timeout:)`) and
+    // AsyncHTTPClientTokenTransport. Empty without the AsyncHTTPClientAdapter trait, and then
+    // async-http-client is neither resolved nor built.
+    .target(
+        name: "TokenVaultAsyncHTTPClient",
+        dependencies: [
+            "TokenVault",
+            .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClientAdapter"])),
+        ]
     ),
 ]
 
@@ -196,6 +224,8 @@ package.targets += [
         name: "TokenVaultIntegration",
         dependencies: [
             "TokenVault", "TokenVaultGit", "TokenVaultMigration", "TokenVaultPostgres", "TokenVaultTesting", "TokenVaultTestSupport",
+            "TokenVaultURLSession", "TokenVaultAsyncHTTPClient",
+            .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClientAdapter"])),
         ],
         path: "Tests/Integration"
     ),

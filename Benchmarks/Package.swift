@@ -18,7 +18,11 @@ let package = Package(
     targets: [
         .executableTarget(
             name: "tokenvault-bench",
-            dependencies: [.product(name: "TokenVault", package: "TokenVault")],
+            dependencies: [
+                .product(name: "TokenVault", package: "TokenVault"),
+                // The authorized-request benchmark goes through the URLSession adapter.
+                .product(name: "TokenVaultURLSession", package: "TokenVault"),
+            ],
             swiftSettings: [
                 .enableUpcomingFeature("ExistentialAny"),
                 .enableUpcomingFeature("MemberImportVisibility"),

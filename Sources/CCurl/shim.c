@@ -93,6 +93,10 @@ struct tv_curl_transfer {
     int get;
     long timeout_ms;
     int direct; /* never through a proxy: the host is loopback */
+    /* TLS files (tv_curl_transfer_use_tls), NULL for curl's default. */
+    char *ca_file;
+    char *cert_file;
+    char *key_file;
     int aborted; /* read and written with __atomic builtins only */
 
     void (*done)(void *context);
@@ -154,8 +158,18 @@ void tv_curl_transfer_use_get(tv_curl_transfer *transfer) {
     transfer->get = 1;
 }
 
+int tv_curl_transfer_use_tls(tv_curl_transfer *transfer, const char *ca_file, const char *cert_file, const char *key_file) {
+    if (ca_file != NULL && (transfer->ca_file = copy_string(ca_file)) == NULL) return -1;
+    if (cert_file != NULL && (transfer->cert_file = copy_string(cert_file)) == NULL) return -1;
+    if (key_file != NULL && (transfer->key_file = copy_string(key_file)) == NULL) return -1;
+    return 0;
+}
+
 void tv_curl_transfer_free(tv_curl_transfer *transfer) {
     if (transfer == NULL) return;
+    free(transfer->ca_file);
+    free(transfer->cert_file);
+    free(transfer->key_file);
     free(transfer->url);
     free(transfer->user_agent);
     if (transfer->headers != NULL) {
@@ -228,6 +242,9 @@ static void perform(tv_curl_transfer *transfer) {
     TV_CURL *handle = curl.curl_easy_init();
     int code = TV_CURLE_OK;
     long value = 0;
+    /* curl's detailed message (CURL_ERROR_SIZE is 256); read only to classify TLS alerts below,
+       never passed on: it may name the host. */
+    char detail[256] = {0};
 
     if (handle == NULL) {
         transfer->code = TV_CURLE_OUT_OF_MEMORY;
@@ -259,6 +276,10 @@ static void perform(tv_curl_transfer *transfer) {
     /* curl's defaults, said out loud: the peer's certificate and name are always verified. */
     TV_SET(TV_CURLOPT_SSL_VERIFYPEER, 1L);
     TV_SET(TV_CURLOPT_SSL_VERIFYHOST, 2L);
+    /* A CA bundle instead of the system store, and a client certificate (RFC 8705), if given. */
+    if (transfer->ca_file != NULL) TV_SET(TV_CURLOPT_CAINFO, transfer->ca_file);
+    if (transfer->cert_file != NULL) TV_SET(TV_CURLOPT_SSLCERT, transfer->cert_file);
+    if (transfer->key_file != NULL) TV_SET(TV_CURLOPT_SSLKEY, transfer->key_file);
     TV_SET(TV_CURLOPT_USERAGENT, transfer->user_agent);
     TV_SET(TV_CURLOPT_HTTPHEADER, list);
     if (transfer->get) {
@@ -278,6 +299,7 @@ static void perform(tv_curl_transfer *transfer) {
     TV_SET(TV_CURLOPT_XFERINFOFUNCTION, (tv_curl_xferinfo_callback)on_progress);
     TV_SET(TV_CURLOPT_XFERINFODATA, (void *)transfer);
     TV_SET(TV_CURLOPT_NOPROGRESS, 0L);
+    TV_SET(TV_CURLOPT_ERRORBUFFER, detail);
 
     if (code == TV_CURLE_OK) {
         code = __atomic_load_n(&transfer->aborted, __ATOMIC_ACQUIRE) ? TV_CURLE_ABORTED_BY_CALLBACK
@@ -290,6 +312,14 @@ static void perform(tv_curl_transfer *transfer) {
         if (curl.curl_easy_getinfo(handle, TV_CURLINFO_REQUEST_SIZE, &value) == TV_CURLE_OK) {
             transfer->request_bytes = value;
         }
+    }
+    /* With TLS 1.3 the server checks the client certificate after the client's side of the
+       handshake is done, so a refused or missing certificate arrives as an alert on the first
+       write or read, which curl reports as a send or receive error: say what it is. */
+    if ((code == TV_CURLE_SEND_ERROR || code == TV_CURLE_RECV_ERROR) &&
+        (strstr(detail, "alert certificate required") != NULL || strstr(detail, "alert unknown ca") != NULL ||
+         strstr(detail, "alert bad certificate") != NULL || strstr(detail, "alert certificate unknown") != NULL)) {
+        code = TV_CURLE_SSL_CLIENTCERT;
     }
     transfer->code = code;
     /* curl's copy of the body (COPYPOSTFIELDS) is freed by cleanup; it was a copy of ours, and

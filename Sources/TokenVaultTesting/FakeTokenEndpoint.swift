@@ -21,6 +21,10 @@ public actor FakeTokenEndpoint: TokenTransport {
     /// Where the fake token endpoint is. Requests never leave the process; the host is under
     /// `.invalid` (RFC 2606), which resolves nowhere.
     public nonisolated let tokenEndpoint = URL(string: "https://token.fake.invalid/token")!
+    /// The fake resource server: a `GET` here with `Authorization: Bearer <token>` is answered 200
+    /// for a current access token and 401 with `WWW-Authenticate: Bearer error="invalid_token"`
+    /// otherwise, as ``resourceStatus(for:)`` says (for `TokenAuthorizer`'s tests).
+    public nonisolated let resourceURL = URL(string: "https://token.fake.invalid/resource")!
     /// The client id it accepts.
     public nonisolated let clientID: String
     /// The lifetime, in seconds, of the access tokens that refreshes issue.
@@ -93,6 +97,17 @@ public actor FakeTokenEndpoint: TokenTransport {
         if !failures.isEmpty {
             let status = failures.removeFirst()
             return answer(status, ["error": status == 429 || status >= 500 ? "temporarily_unavailable" : "invalid_request"])
+        }
+        if request.method == "GET", request.url == resourceURL {
+            let presented = request.value(forHeader: "Authorization").flatMap { field -> String? in
+                let parts = field.split(separator: " ", maxSplits: 1)
+                return parts.count == 2 && parts[0].lowercased() == "bearer" ? String(parts[1]) : nil
+            }
+            guard let presented, resourceStatus(for: presented) == 200 else {
+                return TokenTransportResponse(
+                    status: 401, headers: [("WWW-Authenticate", #"Bearer error="invalid_token""#)], body: Data())
+            }
+            return TokenTransportResponse(status: 200, headers: [("Content-Type", "text/plain")], body: Data("resource".utf8))
         }
         guard request.method == "POST", request.url == tokenEndpoint else {
             return answer(404, ["error": "invalid_request", "error_description": "no such endpoint"])

@@ -113,6 +113,9 @@ enum FastPath {
         command.fresh = flags.contains("fresh")
         var http = HTTPOptions()
         http.httpDeadline = nil  // --http-deadline goes to ArgumentParser; the environment still counts
+        http.caBundle = nil  // so do --cacert, --client-cert and --client-key
+        http.clientCertificate = nil
+        http.clientKey = nil
         command.http = http
         command.header = flags.contains("header")
         command.rejectedTokenFile = nil

@@ -4,7 +4,9 @@ import Foundation
 import TokenVault
 
 /// How long a command that talks to the token endpoint may wait for it: one deadline for the
-/// whole request, retries included (``TokenEndpointClient/deadline``).
+/// whole request, retries included (``TokenEndpointClient/deadline``); and the TLS files of the
+/// built-in transport (``TokenEndpointClient/tls``): a CA bundle, a client certificate and its key
+/// (mutual TLS, RFC 8705), each a path, never a key itself.
 struct HTTPOptions: ParsableArguments {
     static let environmentName = "TOKEN_VAULT_HTTP_DEADLINE"
     /// The longest deadline accepted: an hour.
@@ -16,6 +18,26 @@ struct HTTPOptions: ParsableArguments {
             "The most a request to the token endpoint may take in all, retries included (env TOKEN_VAULT_HTTP_DEADLINE; default 20).",
             valueName: "seconds"))
     var httpDeadline: Double?
+
+    @Option(
+        name: .customLong("cacert"),
+        help: ArgumentHelp(
+            "A PEM file of the CAs to trust for the token endpoint, instead of the system's (env TOKEN_VAULT_CACERT).",
+            valueName: "path"))
+    var caBundle: String?
+
+    @Option(
+        name: .customLong("client-cert"),
+        help: ArgumentHelp(
+            "A PEM client certificate for mutual TLS with the token endpoint (RFC 8705; env TOKEN_VAULT_CLIENT_CERT).",
+            valueName: "path"))
+    var clientCertificate: String?
+
+    @Option(
+        name: .customLong("client-key"),
+        help: ArgumentHelp(
+            "The PEM key of --client-cert, a file readable by you alone (env TOKEN_VAULT_CLIENT_KEY).", valueName: "path"))
+    var clientKey: String?
 
     func validate() throws {
         if let httpDeadline, !Self.isValid(httpDeadline) {
@@ -29,7 +51,26 @@ struct HTTPOptions: ParsableArguments {
     /// TOKEN_VAULT_HTTP_DEADLINE, then the library's default.
     /// - Throws: `configurationError` (exit 1) for a TOKEN_VAULT_HTTP_DEADLINE that is not a valid number of seconds.
     func client(environment: [String: String] = ProcessEnvironment.current) throws -> TokenEndpointClient {
-        try Self.client(option: httpDeadline, environment: environment)
+        var client = try Self.client(option: httpDeadline, environment: environment)
+        client.tls = try Self.tls(caBundle: caBundle, clientCertificate: clientCertificate, clientKey: clientKey, environment: environment)
+        return client
+    }
+
+    /// The TLS files the options (or else TOKEN_VAULT_CACERT, TOKEN_VAULT_CLIENT_CERT and
+    /// TOKEN_VAULT_CLIENT_KEY) name, or nil for none.
+    /// - Throws: `invalidInput` or `insecurePermissions` from ``TransportTLS``.
+    static func tls(
+        caBundle: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil,
+        environment: [String: String] = ProcessEnvironment.current
+    ) throws -> TransportTLS? {
+        func named(_ option: String?, _ variable: String) -> String? {
+            option ?? environment[variable].flatMap { $0.isEmpty ? nil : $0 }
+        }
+        let ca = named(caBundle, "TOKEN_VAULT_CACERT")
+        let certificate = named(clientCertificate, "TOKEN_VAULT_CLIENT_CERT")
+        let key = named(clientKey, "TOKEN_VAULT_CLIENT_KEY")
+        guard ca != nil || certificate != nil || key != nil else { return nil }
+        return try TransportTLS(caBundle: ca, clientCertificate: certificate, clientKey: key)
     }
 
     /// The client for a command without the option (git-credential): the environment only.
@@ -45,10 +86,11 @@ struct HTTPOptions: ParsableArguments {
             }
             seconds = value
         }
-        guard let seconds else { return TokenEndpointClient() }
+        guard let seconds else { return TokenEndpointClient(tls: try tls(environment: environment)) }
         let deadline = Duration.milliseconds(Int64((seconds * 1000).rounded()))
         // A request's own bound never outlasts the whole deadline.
-        return TokenEndpointClient(requestTimeout: min(TokenEndpointClient.defaultRequestTimeout, deadline), deadline: deadline)
+        return TokenEndpointClient(
+            requestTimeout: min(TokenEndpointClient.defaultRequestTimeout, deadline), deadline: deadline, tls: try tls(environment: environment))
     }
 }
 #endif

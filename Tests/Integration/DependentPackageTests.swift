@@ -5,8 +5,8 @@ import Testing
 
 /// What a Swift developer gets who depends on TokenVault: a new package in a scratch directory,
 /// with a path dependency on this one, naming only the `TokenVault` library (and, for its tests,
-/// `TokenVaultTesting`). It must resolve swift-log alone (no postgres-nio, NIO, BoringSSL or
-/// swift-argument-parser: they sit behind package traits), compile neither the git helper nor
+/// `TokenVaultTesting`). It must resolve swift-log alone (no postgres-nio, NIO, BoringSSL,
+/// async-http-client or swift-argument-parser: they sit behind package traits), compile neither the git helper nor
 /// migration, and its own tests must pass: the conformance suite run on a store the developer
 /// wrote, and refresh, rejection, 401 and 5xx tests against the in-process fake token endpoint.
 ///
@@ -42,7 +42,10 @@ import Testing
         // Nothing of what the dependent does not use was compiled: no object file or module of
         // it. (SwiftPM plans every target of a dependency and leaves an empty `<Target>.build`
         // directory with a file map for each; only what a used product needs is compiled.)
-        let unused = ["TokenVaultGit", "TokenVaultMigration", "TokenVaultPostgres", "PostgresNIO", "NIOCore", "ArgumentParser", "VaultCLI"]
+        let unused = [
+            "TokenVaultGit", "TokenVaultMigration", "TokenVaultPostgres", "PostgresNIO", "NIOCore", "ArgumentParser", "VaultCLI",
+            "TokenVaultURLSession", "TokenVaultAsyncHTTPClient", "AsyncHTTPClient",
+        ]
         let artifacts = try FileManager.default.subpathsOfDirectory(atPath: "\(package)/.build").filter {
             $0.hasSuffix(".o") || $0.hasSuffix(".swiftmodule")
         }

@@ -4,7 +4,9 @@
 Built on authlib's Flask integration. It is a test fixture, not a product: state lives in
 memory and every client is public. What it does, and what the tests rely on:
 
-* Listens on 127.0.0.1 on a free port and writes that port to --port-file once bound.
+* Listens on 127.0.0.1 on a free port and writes that port to --port-file once bound (or prints
+  it, --print-port). With --tls-cert and --tls-key it serves https, and with --client-ca it
+  requires a client certificate from that CA (mutual TLS, Python's ssl with CERT_REQUIRED).
 * Issues bearer tokens whose ``expires_in`` is a few seconds (--expires-in, default 5).
 * Rotates refresh tokens: every refresh returns a new refresh token and spends the old one.
 * Detects reuse: presenting a spent refresh token revokes the whole token family (every
@@ -14,6 +16,16 @@ memory and every client is public. What it does, and what the tests rely on:
   ``test-password``), ``refresh_token``, and the device authorization grant (RFC 8628) with
   its device authorization endpoint at ``POST /device_authorization`` and a verification
   page at ``/device`` where the "user" approves a user code (the tests post to it).
+* ``GET /api/data`` is a resource server that checks tokens by introspection against this
+  server's own token store (the same answer as ``POST /introspect``, RFC 7662): 200 with the user
+  and a running item number for an active access token, else 401 with ``WWW-Authenticate: Bearer
+  error="invalid_token"``. Per user (``POST /faults``): ``kind=resource_reject`` (with ``count``)
+  refuses that many of the user's next requests although the token is active (a token the
+  resource server rejects once); ``kind=resource_expire_after`` with ``uses=N`` lets the user's
+  current access token serve N more requests, then expires it at the server before its
+  ``expires_in`` (a token that expires mid-run, without waiting for the clock). /stats counts
+  ``resource_requests`` and ``resource_rejected``. ``kind=lifetime`` with ``seconds`` gives the
+  tokens issued to the user from then on that ``expires_in`` instead of --expires-in.
 * ``GET /api/me`` is a protected resource: it answers 200 with the user name for a live
   access token and 401 for an unknown, expired or revoked one. ``GET /api/held/ID`` answers the
   same, but only after the test posts to ``/api/held/ID/release``; ``GET /api/held/ID/arrived``
@@ -153,6 +165,8 @@ class Token(TokenMixin):
         self.refresh_spent = False
         # Set when this access token alone was revoked (RFC 7009 with token_type_hint=access_token).
         self.access_revoked = False
+        # Set when a resource_expire_after fault ended this access token early.
+        self.access_expired = False
         self.spent_at = None
 
     def check_client(self, client):
@@ -204,6 +218,10 @@ class State:
         self.discovery_requests = {}
         # hold id -> {"arrived": Event, "release": Event} (/api/held)
         self.held = {}
+        # user name -> {"reject": n, "expire_after": n or None} (/api/data faults)
+        self.resource_faults = {}
+        # user name -> expires_in of the access tokens issued to the user from now on
+        self.lifetimes = {}
 
     def counters(self, user):
         return self.stats.setdefault(
@@ -222,6 +240,8 @@ class State:
                 "revocations": 0,
                 "revocation_requests": 0,
                 "reused_within_interval": 0,
+                "resource_requests": 0,
+                "resource_rejected": 0,
             },
         )
 
@@ -250,6 +270,9 @@ def save_token(fields, oauth_request):
         else:
             family = uuid.uuid4().hex
             STATE.families[family] = {"user": user, "revoked": False}
+        if user in STATE.lifetimes:
+            # The same dict is the response's body: the client is told this lifetime too.
+            fields["expires_in"] = STATE.lifetimes[user]
         token = Token(fields, user, oauth_request.client.get_client_id(), family)
         STATE.by_access[token.access_token] = token
         if token.refresh_token:
@@ -506,7 +529,7 @@ def create_app(expires_in):
         kind = request.form.get("kind", "")
         if not user or kind not in (
             "status500", "status503", "status429", "html", "hang", "silent", "no_rotation", "hostile_error", "revoke_error",
-            "revoke_silent", "reuse_interval",
+            "revoke_silent", "reuse_interval", "resource_reject", "resource_expire_after", "lifetime",
         ) + PASS_THROUGH_FAULTS:
             return jsonify(error="need user and a known kind"), 400
         with STATE_LOCK:
@@ -514,6 +537,14 @@ def create_app(expires_in):
                 STATE.no_rotation.add(user)
             elif kind == "reuse_interval":
                 STATE.reuse_interval[user] = float(request.form.get("seconds", "10"))
+            elif kind == "lifetime":
+                STATE.lifetimes[user] = int(request.form.get("seconds", "3600"))
+            elif kind == "resource_reject":
+                faults = STATE.resource_faults.setdefault(user, {"reject": 0, "expire_after": None})
+                faults["reject"] += int(request.form.get("count", "1"))
+            elif kind == "resource_expire_after":
+                faults = STATE.resource_faults.setdefault(user, {"reject": 0, "expire_after": None})
+                faults["expire_after"] = int(request.form.get("uses", "1"))
             else:
                 fault = {"kind": kind}
                 if request.form.get("retry_after"):
@@ -738,6 +769,52 @@ def create_app(expires_in):
         with STATE_LOCK:
             return jsonify(requests=STATE.discovery_requests.get(request.args.get("path", ""), 0))
 
+    def introspect(value):
+        """RFC 7662 introspection of an access token against the server's own token store."""
+        token = STATE.by_access.get(value)
+        if (
+            token is None or token.is_expired() or token.is_revoked() or token.access_revoked
+            or token.access_expired
+        ):
+            return {"active": False}, token
+        return {
+            "active": True, "client_id": token.client_id, "username": token.user, "scope": token.scope,
+            "token_type": "Bearer", "exp": int(token.issued_at + token.expires_in), "iat": int(token.issued_at),
+        }, token
+
+    @app.post("/introspect")
+    def introspection():
+        with STATE_LOCK:
+            return jsonify(introspect(request.form.get("token", ""))[0])
+
+    @app.get("/api/data")
+    def data():
+        header = request.headers.get("Authorization", "")
+        scheme, _, value = header.partition(" ")
+        refused = (jsonify(error="invalid_token"), 401, {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+        with STATE_LOCK:
+            answer, token = introspect(value) if scheme.lower() == "bearer" else ({"active": False}, None)
+            if token is None:
+                return refused
+            counters = STATE.counters(token.user)
+            counters["resource_requests"] += 1
+            if not answer["active"]:
+                counters["resource_rejected"] += 1
+                return refused
+            faults = STATE.resource_faults.get(token.user)
+            if faults is not None and faults["reject"] > 0:
+                faults["reject"] -= 1
+                counters["resource_rejected"] += 1
+                return refused
+            if faults is not None and faults["expire_after"] is not None:
+                faults["expire_after"] -= 1
+                if faults["expire_after"] <= 0:
+                    # This request is the token's last; the next one with it is refused.
+                    faults["expire_after"] = None
+                    token.access_expired = True
+            item = counters["resource_requests"]
+        return jsonify(user=answer["username"], item=item, data=f"item {item} of {answer['username']}")
+
     @app.get("/api/me")
     def me():
         header = request.headers.get("Authorization", "")
@@ -795,18 +872,35 @@ def main():
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--port-file", help="write the bound port here once listening")
     parser.add_argument("--expires-in", type=int, default=5, help="access token lifetime in seconds")
+    parser.add_argument("--tls-cert", help="serve https with this PEM certificate (and --tls-key)")
+    parser.add_argument("--tls-key", help="the PEM key of --tls-cert")
+    parser.add_argument("--client-ca", help="require a client certificate issued by this PEM CA (mutual TLS, CERT_REQUIRED)")
+    parser.add_argument("--print-port", action="store_true", help="print the bound port on stdout once listening")
     args = parser.parse_args()
     # werkzeug's access log names paths only, but keep the output to startup and errors.
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
-    httpd = make_server("127.0.0.1", args.port, create_app(args.expires_in), threaded=True)
+    ssl_context = None
+    if args.tls_cert:
+        import ssl
+
+        ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ssl_context.load_cert_chain(args.tls_cert, args.tls_key)
+        if args.client_ca:
+            # Mutual TLS (RFC 8705's transport): no handshake without a certificate from this CA.
+            ssl_context.verify_mode = ssl.CERT_REQUIRED
+            ssl_context.load_verify_locations(args.client_ca)
+    httpd = make_server("127.0.0.1", args.port, create_app(args.expires_in), threaded=True, ssl_context=ssl_context)
     port = httpd.server_port
+    if args.print_port:
+        print(port, flush=True)
     if args.port_file:
         temporary = args.port_file + ".tmp"
         with open(temporary, "w") as handle:
             handle.write(f"{port}\n")
         os.replace(temporary, args.port_file)
-    print(f"oauth-server: listening on http://127.0.0.1:{port}", file=sys.stderr, flush=True)
+    scheme = "https" if ssl_context else "http"
+    print(f"oauth-server: listening on {scheme}://127.0.0.1:{port}", file=sys.stderr, flush=True)
 
     def stop(signum, frame):
         STOPPING.set()

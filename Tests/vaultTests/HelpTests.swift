@@ -106,6 +106,14 @@ import Testing
                                   The most a request to the token endpoint may take in
                                   all, retries included (env TOKEN_VAULT_HTTP_DEADLINE;
                                   default 20).
+          --cacert <path>         A PEM file of the CAs to trust for the token
+                                  endpoint, instead of the system's (env
+                                  TOKEN_VAULT_CACERT).
+          --client-cert <path>    A PEM client certificate for mutual TLS with the
+                                  token endpoint (RFC 8705; env
+                                  TOKEN_VAULT_CLIENT_CERT).
+          --client-key <path>     The PEM key of --client-cert, a file readable by you
+                                  alone (env TOKEN_VAULT_CLIENT_KEY).
           --expires-in <seconds>  For a bare token, or a response without expires_in:
                                   its lifetime.
           --forget-registration   Drop the client registration (token endpoint, client

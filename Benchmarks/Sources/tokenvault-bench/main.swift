@@ -21,6 +21,10 @@
 //   tokenvault-bench agent-load --socket PATH --clients C --seconds S --service X --account Y
 //       C threads, each on one persistent connection to a running `vault agent`, get X/Y in a
 //       loop for S seconds: gets per second and p50/p99 of one request (issue 30).
+//   tokenvault-bench authorized --file PATH --key-file PATH --url URL --token-url URL --rounds N [--warmup W]
+//       (a token response on stdin) an authorized request through the URLSession adapter against
+//       the same request with the header set by hand (from freshToken each time, and from a token
+//       read once), interleaved in one process (Benchmarks/refresh.py).
 import Foundation
 import TokenVault
 
@@ -99,6 +103,14 @@ do {
         emitJSON(try await Workloads.multiProcessWriter(
             path: options.string("file"), keyFile: options.string("key-file"), writer: options.string("writer"),
             count: options.int("count"), payloads: options.payloads))
+    case "authorized":
+        guard let url = URL(string: options.string("url")), let tokenURL = URL(string: options.string("token-url")) else {
+            fail("--url and --token-url must be URLs")
+        }
+        emitJSON(try await Authorized.run(
+            path: options.string("file"), keyFile: options.string("key-file"), url: url,
+            tokenResponse: FileHandle.standardInput.readDataToEndOfFile(), tokenEndpoint: tokenURL,
+            rounds: options.int("rounds"), warmup: options.int("warmup", default: 20)))
     case "count":
         emitJSON(try await Workloads.count(path: options.string("file"), keyFile: options.string("key-file")))
     case "agent-load":

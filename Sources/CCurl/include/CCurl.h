@@ -46,6 +46,7 @@ enum {
     TV_CURLE_HTTP2 = 16,
     TV_CURLE_HTTP2_STREAM = 92,
     TV_CURLE_SSL_ISSUER_ERROR = 83,
+    TV_CURLE_SSL_CLIENTCERT = 98,
 };
 
 /*
@@ -70,6 +71,15 @@ tv_curl_transfer *tv_curl_transfer_new(const char *url, const char *const *heade
 
 /* Makes a transfer that has not started a GET: its body is not sent. */
 void tv_curl_transfer_use_get(tv_curl_transfer *transfer);
+
+/*
+ * TLS files for a transfer that has not started, each NULL to keep curl's default: `ca_file`, a
+ * PEM bundle of the CAs to trust instead of the system's (CURLOPT_CAINFO); `cert_file` and
+ * `key_file`, the PEM client certificate and its key for mutual TLS (RFC 8705;
+ * CURLOPT_SSLCERT, CURLOPT_SSLKEY). Paths are copied; curl reads the files. 0, or -1 when
+ * memory ran out.
+ */
+int tv_curl_transfer_use_tls(tv_curl_transfer *transfer, const char *ca_file, const char *cert_file, const char *key_file);
 
 /*
  * Runs the transfer on a new detached thread, which calls `done(context)` when it has finished

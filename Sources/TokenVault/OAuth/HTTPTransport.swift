@@ -83,16 +83,18 @@ enum HTTPTransport {
     /// POSTs `body` to `url` with `headers` ("Name: value"), bounded by `timeout` in all.
     /// - Throws: ``Failure`` when no HTTP answer came, `CancellationError` when the calling task
     ///   was cancelled (the transfer is aborted and not waited for).
-    static func post(_ url: URL, headers: [String], body: Data, timeout: Duration) async throws -> Response {
-        try await send(url, headers: headers, body: body, get: false, timeout: timeout)
+    static func post(_ url: URL, headers: [String], body: Data, timeout: Duration, tls: TransportTLS? = nil) async throws -> Response {
+        try await send(url, headers: headers, body: body, get: false, timeout: timeout, tls: tls)
     }
 
     /// GETs `url` with `headers` ("Name: value"), bounded by `timeout` in all; as ``post(_:headers:body:timeout:)``.
-    static func get(_ url: URL, headers: [String], timeout: Duration) async throws -> Response {
-        try await send(url, headers: headers, body: Data(), get: true, timeout: timeout)
+    static func get(_ url: URL, headers: [String], timeout: Duration, tls: TransportTLS? = nil) async throws -> Response {
+        try await send(url, headers: headers, body: Data(), get: true, timeout: timeout, tls: tls)
     }
 
-    private static func send(_ url: URL, headers: [String], body: Data, get: Bool, timeout: Duration) async throws -> Response {
+    private static func send(_ url: URL, headers: [String], body: Data, get: Bool, timeout: Duration, tls: TransportTLS?) async throws
+        -> Response
+    {
         try require()
         let milliseconds = max(1, Int(TokenEndpointClient.seconds(timeout) * 1000))
         let userAgent = "TokenVault/\(TokenVaultVersion.current)"
@@ -109,6 +111,16 @@ enum HTTPTransport {
         }
         if get { tv_curl_transfer_use_get(created) }
         let transfer = Transfer(created)
+        if let tls {
+            let stored = withCString(tls.caBundle) { ca in
+                withCString(tls.clientCertificate) { cert in
+                    withCString(tls.clientKey) { key in tv_curl_transfer_use_tls(created, ca, cert, key) }
+                }
+            }
+            guard stored == 0 else {
+                throw Failure(code: Int32(TV_CURLE_OUT_OF_MEMORY), reason: "out of memory", osErrno: 0, requestSent: false)
+            }
+        }
         try Task.checkCancellation()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Response, any Error>) in
@@ -118,6 +130,11 @@ enum HTTPTransport {
         } onCancel: {
             transfer.finish(.failure(CancellationError()))
         }
+    }
+
+    private static func withCString<R>(_ string: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+        guard let string else { return body(nil) }
+        return string.withCString { body($0) }
     }
 
     private static func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {

@@ -44,6 +44,10 @@ public struct TokenEndpointClient: Sendable {
     /// How requests are sent: `nil` is TokenVault's built-in transport (libcurl); an app can give
     /// its own HTTP stack, and a unit test `TokenVaultTesting`'s `FakeTokenEndpoint`.
     public var transport: (any TokenTransport)?
+    /// A CA bundle and a client certificate for the built-in transport (mutual TLS, RFC 8705);
+    /// `nil` trusts the system's CAs and presents no certificate. An app's own ``transport``
+    /// configures TLS itself: both together is a `configurationError` at the first request.
+    public var tls: TransportTLS?
 
     /// The default ``deadline``: 20 s for a whole refresh, retries included.
     public static let defaultDeadline: Duration = .seconds(20)
@@ -57,7 +61,8 @@ public struct TokenEndpointClient: Sendable {
         maximumRetryAfter: Duration = .seconds(60),
         deadline: Duration = TokenEndpointClient.defaultDeadline,
         clock: VaultClock = .system,
-        transport: (any TokenTransport)? = nil
+        transport: (any TokenTransport)? = nil,
+        tls: TransportTLS? = nil
     ) {
         self.requestTimeout = requestTimeout
         self.deadline = deadline
@@ -66,6 +71,7 @@ public struct TokenEndpointClient: Sendable {
         self.maximumRetryAfter = maximumRetryAfter
         self.clock = clock
         self.transport = transport
+        self.tls = tls
     }
 
     // MARK: The refresh grant
@@ -166,6 +172,11 @@ public struct TokenEndpointClient: Sendable {
         perform: (Duration) async throws -> HTTPTransport.Response
     ) async throws -> (Data, Date, Int) {
         let where_ = "The \(role) \(ClientRegistration.safe(url))"
+        if transport != nil && tls != nil {
+            throw VaultError(
+                .configurationError,
+                "\(where_) cannot be asked: TokenEndpointClient has both a transport of the app's and TLS files for the built-in one; configure TLS in the app's transport.")
+        }
         if transport == nil {
             do {
                 try HTTPTransport.require()
@@ -174,6 +185,8 @@ public struct TokenEndpointClient: Sendable {
             }
         }
         var lastReason = ""
+        // Why the last attempt got no answer, for the final error's `underlying`.
+        var lastFailure: TokenTransportError?
         let end = ContinuousClock.now.advanced(by: deadline)
         var attempts = 0
         for attempt in 1...maximumAttempts {
@@ -208,6 +221,7 @@ public struct TokenEndpointClient: Sendable {
                         "\(where_) answered HTTP \(status)\(Self.kind(of: response)), which is not an OAuth response.")
                 }
                 lastReason = "HTTP \(status)\(Self.kind(of: response))" + (oauthError.map { " (\($0.error))" } ?? "")
+                lastFailure = nil
                 if status == 429 || status == 503,
                     let retryAfter = Self.retryAfter(response.value(forHeader: "Retry-After"), now: receivedAt)
                 {
@@ -229,7 +243,9 @@ public struct TokenEndpointClient: Sendable {
                         .httpError, "\(where_) answered with a body of more than \(HTTPTransport.maximumBodySize) bytes, which is not an OAuth response.")
                 }
                 guard Self.isTransient(failure) else {
-                    throw VaultError(.networkFailure, "\(where_) could not be reached: \(Self.reason(failure)).", underlying: failure)
+                    throw VaultError(
+                        .networkFailure, "\(where_) could not be reached: \(Self.reason(failure)).",
+                        underlying: Self.transportError(failure))
                 }
                 if failure.timedOut && timeout < requestTimeout {
                     // Cut short by the deadline, not by the request's own time-out.
@@ -237,6 +253,21 @@ public struct TokenEndpointClient: Sendable {
                     throw deadlineExpired(where_, attempts: attempt, lastReason: before + "no answer before the deadline")
                 }
                 lastReason = failure.timedOut ? "no answer within the \(Self.secondsText(timeout)) per-request time-out" : Self.reason(failure)
+                lastFailure = Self.transportError(failure)
+            } catch let failure as TokenTransportError {
+                // The app's transport (an adapter) says why it got no answer.
+                if failure.code == .cancelled || Task.isCancelled {
+                    throw VaultError(.cancelled, "\(where_): the request was cancelled.")
+                }
+                guard failure.isTransient else {
+                    throw VaultError(.networkFailure, "\(where_) could not be reached: \(failure.message).", underlying: failure)
+                }
+                if failure.code == .timedOut && timeout < requestTimeout {
+                    let before = lastReason.isEmpty ? "" : "\(lastReason), then "
+                    throw deadlineExpired(where_, attempts: attempt, lastReason: before + "no answer before the deadline")
+                }
+                lastReason = failure.code == .timedOut ? "no answer within the \(Self.secondsText(timeout)) per-request time-out" : failure.message
+                lastFailure = failure
             } catch is CancellationError {
                 throw VaultError(.cancelled, "\(where_): the request was cancelled.")
             } catch {
@@ -256,7 +287,8 @@ public struct TokenEndpointClient: Sendable {
         }
         throw VaultError(
             .networkFailure,
-            "\(where_) failed \(maximumAttempts) time(s); the last attempt: \(lastReason). Check the network and the endpoint, then try again.")
+            "\(where_) failed \(maximumAttempts) time(s); the last attempt: \(lastReason). Check the network and the endpoint, then try again.",
+            underlying: lastFailure)
     }
 
     /// One request through the app's transport, or the built-in one, bounded by `timeout`.
@@ -264,8 +296,8 @@ public struct TokenEndpointClient: Sendable {
         -> HTTPTransport.Response
     {
         guard let transport else {
-            if method == "GET" { return try await HTTPTransport.get(url, headers: headers, timeout: timeout) }
-            return try await HTTPTransport.post(url, headers: headers, body: body, timeout: timeout)
+            if method == "GET" { return try await HTTPTransport.get(url, headers: headers, timeout: timeout, tls: tls) }
+            return try await HTTPTransport.post(url, headers: headers, body: body, timeout: timeout, tls: tls)
         }
         let fields = headers.compactMap { line -> (name: String, value: String)? in
             guard let colon = line.firstIndex(of: ":") else { return nil }
@@ -352,6 +384,25 @@ public struct TokenEndpointClient: Sendable {
         }
     }
 
+    /// The built-in transport's failure as the public ``TokenTransportError``.
+    static func transportError(_ failure: HTTPTransport.Failure) -> TokenTransportError {
+        let code: TokenTransportError.Code
+        switch failure.code {
+        case _ where failure.timedOut: code = .timedOut
+        case Int32(TV_CURLE_COULDNT_CONNECT), Int32(TV_CURLE_COULDNT_RESOLVE_HOST): code = .cannotConnect
+        case Int32(TV_CURLE_COULDNT_RESOLVE_PROXY): code = .proxyFailure
+        case Int32(TV_CURLE_SEND_ERROR), Int32(TV_CURLE_RECV_ERROR), Int32(TV_CURLE_GOT_NOTHING), Int32(TV_CURLE_PARTIAL_FILE):
+            code = .connectionLost
+        case Int32(TV_CURLE_SSL_CONNECT_ERROR), Int32(TV_CURLE_PEER_FAILED_VERIFICATION), Int32(TV_CURLE_SSL_CERTPROBLEM),
+            Int32(TV_CURLE_SSL_CIPHER), Int32(TV_CURLE_SSL_CACERT_BADFILE), Int32(TV_CURLE_SSL_ISSUER_ERROR),
+            Int32(TV_CURLE_SSL_CLIENTCERT):
+            code = .tlsFailure
+        case Int32(TV_CURLE_ABORTED_BY_CALLBACK): code = .cancelled
+        default: code = .other
+        }
+        return TokenTransportError(code, reason(failure), underlying: failure)
+    }
+
     /// What went wrong, in words that name no URL, header or body.
     private static func reason(_ failure: HTTPTransport.Failure) -> String {
         if failure.timedOut { return "no answer within the time-out" }
@@ -362,9 +413,16 @@ public struct TokenEndpointClient: Sendable {
             return "the connection was lost"
         case Int32(TV_CURLE_COULDNT_RESOLVE_HOST), Int32(TV_CURLE_COULDNT_RESOLVE_PROXY):
             return "the host name did not resolve"
-        case Int32(TV_CURLE_SSL_CONNECT_ERROR), Int32(TV_CURLE_PEER_FAILED_VERIFICATION), Int32(TV_CURLE_SSL_CERTPROBLEM),
-            Int32(TV_CURLE_SSL_CIPHER), Int32(TV_CURLE_SSL_CACERT_BADFILE), Int32(TV_CURLE_SSL_ISSUER_ERROR):
-            return "the TLS connection failed (certificate or handshake)"
+        case Int32(TV_CURLE_PEER_FAILED_VERIFICATION), Int32(TV_CURLE_SSL_ISSUER_ERROR):
+            return "the TLS connection failed: the server's certificate is not trusted (the CA bundle, --cacert, decides which are)"
+        case Int32(TV_CURLE_SSL_CERTPROBLEM):
+            return "the TLS connection failed: the client certificate or its key could not be used (--client-cert, --client-key)"
+        case Int32(TV_CURLE_SSL_CACERT_BADFILE):
+            return "the TLS connection failed: the CA bundle could not be read (--cacert)"
+        case Int32(TV_CURLE_SSL_CLIENTCERT):
+            return "the TLS connection failed: the server refused the client certificate, or wants one (mutual TLS: --client-cert)"
+        case Int32(TV_CURLE_SSL_CONNECT_ERROR), Int32(TV_CURLE_SSL_CIPHER):
+            return "the TLS connection failed (handshake; a server that wants a client certificate ends it so too)"
         default:
             return "curl error \(failure.code): \(failure.reason)"
         }

@@ -46,6 +46,9 @@ struct TestOAuthServer: Sendable {
         var reusedWithinInterval: Int
         /// Refresh requests the server is holding now (a `hold` fault), until ``release(user:)``.
         var held: Int
+        /// Requests of the resource endpoint `/api/data` with one of the user's tokens, and those it refused.
+        var resourceRequests: Int
+        var resourceRejected: Int
 
         enum CodingKeys: String, CodingKey {
             case faultsServed = "faults_served"
@@ -54,6 +57,8 @@ struct TestOAuthServer: Sendable {
             case revocationRequests = "revocation_requests"
             case refreshTimes = "refresh_times"
             case held
+            case resourceRequests = "resource_requests"
+            case resourceRejected = "resource_rejected"
             case reusedWithinInterval = "reused_within_interval"
             case refreshRequests = "refresh_requests"
             case refreshSucceeded = "refresh_succeeded"
