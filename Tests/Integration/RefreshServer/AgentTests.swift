@@ -266,10 +266,13 @@ import Glibc
                 except BrokenPipeError:
                     pass  # the agent refuses as it accepts, and may close before the request is sent
                 data = b""
-                while True:
-                    chunk = s.recv(65536)
-                    if not chunk: break
-                    data += chunk
+                try:
+                    while True:
+                        chunk = s.recv(65536)
+                        if not chunk: break
+                        data += chunk
+                except ConnectionResetError:
+                    pass  # the agent closed with our request unread: the refusal came first, and was read
                 print(data[6:].decode())
                 """
             let identity = AgentProtocol.vaultIdentity(of: try scratch.configuration(.encryptedFile))
