@@ -142,6 +142,9 @@ import TokenVaultMigration
             "crafted-empty-service": .decoded(request: false, response: false),
             // A token request whose JSON is cut short.
             "crafted-cut-json": .decoded(request: false, response: false),
+            // Found by the fuzzer in CI: a token response whose access token ("ess") is a word of
+            // the redacted description ("access"); the description must not depend on the token.
+            "short-token-inside-the-description-word": .decoded(request: false, response: true),
         ]
         try await Self.replay("FuzzAgentProtocol", expected: expected) { try AgentProtocolProperty.check($0) }
     }
