@@ -51,9 +51,9 @@ struct HTTPOptions: ParsableArguments {
     /// TOKEN_VAULT_HTTP_DEADLINE, then the library's default.
     /// - Throws: `configurationError` (exit 1) for a TOKEN_VAULT_HTTP_DEADLINE that is not a valid number of seconds.
     func client(environment: [String: String] = ProcessEnvironment.current) throws -> TokenEndpointClient {
-        var client = try Self.client(option: httpDeadline, environment: environment)
-        client.tls = try Self.tls(caBundle: caBundle, clientCertificate: clientCertificate, clientKey: clientKey, environment: environment)
-        return client
+        try Self.client(
+            option: httpDeadline, caBundle: caBundle, clientCertificate: clientCertificate, clientKey: clientKey,
+            environment: environment)
     }
 
     /// The TLS files the options (or else TOKEN_VAULT_CACERT, TOKEN_VAULT_CLIENT_CERT and
@@ -73,10 +73,14 @@ struct HTTPOptions: ParsableArguments {
         return try TransportTLS(caBundle: ca, clientCertificate: certificate, clientKey: key)
     }
 
-    /// The client for a command without the option (git-credential): the environment only.
-    static func client(option: Double? = nil, environment: [String: String] = ProcessEnvironment.current) throws
-        -> TokenEndpointClient
-    {
+    /// The client for the given options, each falling back to its environment variable; a
+    /// command without the options (git-credential) reads the environment only. The TLS files
+    /// are looked at once, with the options and the environment together.
+    static func client(
+        option: Double? = nil, caBundle: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil,
+        environment: [String: String] = ProcessEnvironment.current
+    ) throws -> TokenEndpointClient {
+        let tls = try tls(caBundle: caBundle, clientCertificate: clientCertificate, clientKey: clientKey, environment: environment)
         var seconds = option
         if seconds == nil, let text = environment[environmentName], !text.isEmpty {
             guard let value = Double(text), isValid(value) else {
@@ -86,11 +90,11 @@ struct HTTPOptions: ParsableArguments {
             }
             seconds = value
         }
-        guard let seconds else { return TokenEndpointClient(tls: try tls(environment: environment)) }
+        guard let seconds else { return TokenEndpointClient(tls: tls) }
         let deadline = Duration.milliseconds(Int64((seconds * 1000).rounded()))
         // A request's own bound never outlasts the whole deadline.
         return TokenEndpointClient(
-            requestTimeout: min(TokenEndpointClient.defaultRequestTimeout, deadline), deadline: deadline, tls: try tls(environment: environment))
+            requestTimeout: min(TokenEndpointClient.defaultRequestTimeout, deadline), deadline: deadline, tls: tls)
     }
 }
 #endif
