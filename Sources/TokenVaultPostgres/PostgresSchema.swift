@@ -5,7 +5,7 @@ import Foundation
 import TokenVault
 import PostgresNIO
 
-/// The tables, version 1:
+/// The tables, version 2 (version 1 is the same but for the hashes of names, below):
 ///
 /// ```sql
 /// tokenvault_header (id = 1, schema_version, key_kind 1 key file | 2 passphrase, ops_limit,
@@ -17,8 +17,16 @@ import PostgresNIO
 /// `key_check` is the file vault's (BLAKE2b keyed with subkey 2 of
 /// `"TokenVault key check v1" ‖ salt`); `header_mac` is BLAKE2b keyed with subkey 3 of
 /// `"TVPH" ‖ schema_version (u32 LE) ‖ key_kind ‖ ops_limit (u64 LE) ‖ mem_limit (u64 LE) ‖ salt ‖ vault_id ‖ key_check`.
+///
+/// Version 2 scopes `row_hash` and `service_hash` to the vault (its `vault_id` is hashed with the
+/// name, ``RowSealingKeys``): two vaults that share a key file no longer hash a name alike, so an
+/// administrator who reads both cannot link their entries. A version 1 vault keeps its unscoped
+/// hashes and opens as before; `vault rekey` writes every row again and makes it version 2. The
+/// version is covered by the header MAC, so it cannot be turned back without the key.
 enum PostgresSchema {
-    static let currentVersion: Int32 = 1
+    static let currentVersion: Int32 = 2
+    /// The oldest header version this code opens.
+    static let oldestVersion: Int32 = 1
     /// The advisory lock that serialises the creation of the schema (`"TVschema"`).
     static let creationLock: Int64 = 0x5456_7363_6865_6D61
 
@@ -193,7 +201,7 @@ enum PostgresSchema {
             // Another host may have created it while this one waited for the lock.
             if let header = try await readHeader(on: connection, vault: vault) { return (header, nil) }
             try await refuseRowsWithoutHeader(on: connection, vault: vault)
-            let (header, sealing) = try newHeader(secret: secret, kdf: options.kdf, vault: vault)
+            let (header, sealing) = try newHeader(secret: secret, kdf: options.kdf, vault: vault, version: options.newVaultSchemaVersion)
             try await insert(header, on: connection)
             return (header, sealing)
         }
@@ -218,18 +226,22 @@ enum PostgresSchema {
         }
     }
 
+    /// A header and keys for a new vault (or a rekeyed one): a new salt and vault id, and the
+    /// current version unless a test asks for an older one.
     static func newHeader(
-        secret: RowSealingSecret, kdf: EncryptedFileStore.KDFParameters, vault: String
+        secret: RowSealingSecret, kdf: EncryptedFileStore.KDFParameters, vault: String, version: Int32 = currentVersion
     ) throws -> (Header, PostgresStore.Sealing) {
         let passphrase = secret.isPassphrase
         let salt = RowSealingKeys.randomBytes(RowSealingKeys.saltBytes)
+        let vaultID = RowSealingKeys.randomBytes(16)
         let ops = passphrase ? kdf.opsLimit : 0
         let mem = passphrase ? kdf.memoryLimit : 0
         let keys = try RowSealingKeys(
-            secret: secret, passphraseVault: passphrase, salt: salt, opsLimit: ops, memLimit: mem, vaultName: vault)
+            secret: secret, passphraseVault: passphrase, salt: salt, opsLimit: ops, memLimit: mem, vaultName: vault,
+            hashScope: hashScope(version: version, vaultID: vaultID))
         var header = Header(
-            schemaVersion: currentVersion, passphrase: passphrase, opsLimit: Int64(ops), memLimit: Int64(mem), salt: salt,
-            vaultID: RowSealingKeys.randomBytes(16), keyCheck: keys.keyCheck(salt: salt), mac: [])
+            schemaVersion: version, passphrase: passphrase, opsLimit: Int64(ops), memLimit: Int64(mem), salt: salt,
+            vaultID: vaultID, keyCheck: keys.keyCheck(salt: salt), mac: [])
         header.mac = keys.headerMAC(header.macInput())
         return (header, PostgresStore.Sealing(keys: keys, vaultID: header.vaultID))
     }
@@ -270,7 +282,7 @@ enum PostgresSchema {
                     .unsupportedVersion,
                     "\(vault) uses schema version \(version); this TokenVault knows only version \(currentVersion). Upgrade TokenVault to open it.")
             }
-            guard version == currentVersion, kind == 1 || kind == 2, salt.count == RowSealingKeys.saltBytes, vaultID.count == 16,
+            guard version >= oldestVersion, kind == 1 || kind == 2, salt.count == RowSealingKeys.saltBytes, vaultID.count == 16,
                 keyCheck.count == RowSealingKeys.hashBytes, mac.count == RowSealingKeys.hashBytes
             else {
                 throw damaged(vault, "its header row is malformed")
@@ -301,7 +313,7 @@ enum PostgresSchema {
         }
         let keys = try RowSealingKeys(
             secret: secret, passphraseVault: header.passphrase, salt: header.salt, opsLimit: UInt64(header.opsLimit),
-            memLimit: UInt64(header.memLimit), vaultName: vault)
+            memLimit: UInt64(header.memLimit), vaultName: vault, hashScope: hashScope(version: header.schemaVersion, vaultID: header.vaultID))
         guard RowSealingKeys.constantTimeEqual(keys.keyCheck(salt: header.salt), header.keyCheck) else {
             throw VaultError(.authenticationFailed, "The \(header.passphrase ? "passphrase" : "key") is wrong for \(vault).")
         }
@@ -309,6 +321,11 @@ enum PostgresSchema {
             throw damaged(vault, "its header row was altered")
         }
         return PostgresStore.Sealing(keys: keys, vaultID: header.vaultID)
+    }
+
+    /// What the hashes of names are bound to: nothing in version 1, the vault id from version 2.
+    static func hashScope(version: Int32, vaultID: [UInt8]) -> [UInt8] {
+        version >= 2 ? vaultID : []
     }
 
     static func damaged(_ vault: String, _ detail: String) -> VaultError {

@@ -67,6 +67,9 @@ public final class PostgresStore: CredentialStore, Sendable {
         public var readCacheHeartbeat: Duration
         /// The most rows the cache holds; past it, the cache starts again from empty. Default 100,000.
         public var readCacheMaximumEntries: Int
+        /// The header version a new vault is made with; tests make version 1 vaults with it to
+        /// check that they still open and that a rekey brings them to the current version.
+        var newVaultSchemaVersion: Int32 = PostgresSchema.currentVersion
 
         public init(
             operationTimeout: Duration = .seconds(10),

@@ -42,10 +42,17 @@ extension KeyMaterial.Secret: @unchecked Sendable {}  // holds only SecretBytes,
 ///
 /// Subkeys of the master key (`crypto_kdf_derive_from_key`, context `TokVault`): 1 records,
 /// 2 key check, 3 header (as in the file vault), 4 row hashes, 5 service hashes.
+///
+/// The hashes of names are scoped to one vault when a `hashScope` (its vault id) is given: two
+/// vaults sealed with the same key file then hash the same name differently, so nobody who reads
+/// both tables can tell which entries they share. Without a scope (vaults made before scoping),
+/// the hashes depend on the key alone.
 package final class RowSealingKeys: Sendable {
     private let keys: VaultKeys
     private let rowHashKey: SecretBytes
     private let serviceHashKey: SecretBytes
+    /// `[]` for unscoped (version 1) hashes, else the vault id the hashes are bound to.
+    private let hashScope: [UInt8]
     /// Secure scratch memory for plaintexts, reused: a new `sodium_malloc` buffer (guard pages,
     /// `mlock`) costs half a dozen system calls, which a read served from PostgresStore's cache
     /// would otherwise pay on every hit. Each buffer is wiped after every use.
@@ -67,7 +74,10 @@ package final class RowSealingKeys: Sendable {
     /// given cost (which the caller has checked against its limits).
     ///
     /// - Throws: `authenticationFailed` when the vault was made with the other kind of secret.
-    package init(secret: RowSealingSecret, passphraseVault: Bool, salt: [UInt8], opsLimit: UInt64, memLimit: UInt64, vaultName: String) throws {
+    package init(
+        secret: RowSealingSecret, passphraseVault: Bool, salt: [UInt8], opsLimit: UInt64, memLimit: UInt64, vaultName: String,
+        hashScope: [UInt8]
+    ) throws {
         switch (secret.secret, passphraseVault) {
         case (.key(let key), false):
             keys = try VaultKeys(master: key)
@@ -85,6 +95,7 @@ package final class RowSealingKeys: Sendable {
         }
         rowHashKey = try Sodium.deriveSubkey(from: keys.master, id: 4)
         serviceHashKey = try Sodium.deriveSubkey(from: keys.master, id: 5)
+        self.hashScope = hashScope
     }
 
     package static func randomBytes(_ count: Int) -> [UInt8] { Sodium.randomBytes(count) }
@@ -102,9 +113,10 @@ package final class RowSealingKeys: Sendable {
     }
 
     /// The row's keyed hash: BLAKE2b keyed with subkey 4 of
-    /// `"TVK1" ‖ service length (u16 LE) ‖ service ‖ account` (UTF-8, NFC).
+    /// `"TVK1" ‖ service length (u16 LE) ‖ service ‖ account` (UTF-8, NFC), or with a scope
+    /// `"TVK2" ‖ vault id (16) ‖ …` likewise.
     package func rowHash(_ key: CredentialKey) -> [UInt8] {
-        var input = Array("TVK1".utf8)
+        var input = hashScope.isEmpty ? Array("TVK1".utf8) : Array("TVK2".utf8) + hashScope
         let service = Array(key.service.utf8)
         input.appendLE(UInt16(service.count))
         input += service
@@ -112,9 +124,11 @@ package final class RowSealingKeys: Sendable {
         return Sodium.hash(input, key: rowHashKey)
     }
 
-    /// The service's keyed hash: BLAKE2b keyed with subkey 5 of `"TVS1" ‖ service`.
+    /// The service's keyed hash: BLAKE2b keyed with subkey 5 of `"TVS1" ‖ service`, or with a
+    /// scope `"TVS2" ‖ vault id (16) ‖ service`.
     package func serviceHash(_ service: String) -> [UInt8] {
-        Sodium.hash(Array("TVS1".utf8) + Array(service.utf8), key: serviceHashKey)
+        let prefix = hashScope.isEmpty ? Array("TVS1".utf8) : Array("TVS2".utf8) + hashScope
+        return Sodium.hash(prefix + Array(service.utf8), key: serviceHashKey)
     }
 
     /// Seals a put record of `key` and `secret` (the file vault's plaintext layout) with the

@@ -50,7 +50,7 @@ extension PostgresTests {
             result = try vault(sandbox, environment, ["status", "--json"] + pg)
             let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
             #expect(object["entries"] as? Int == 1)
-            #expect((object["database"] as? [String: Any])?["schema_version"] as? Int == 1)
+            #expect((object["database"] as? [String: Any])?["schema_version"] as? Int == 2)
             // The refresh counts, as for the file vault: one token, stored without a refresh token.
             let refresh = try #require(object["refresh"] as? [String: Int], "status --json has no refresh counts: \(result.stdout)")
             #expect(refresh["tokens"] == 1 && refresh["self"] == 0, "\(refresh)")

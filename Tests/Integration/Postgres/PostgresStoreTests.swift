@@ -4,7 +4,7 @@ import Testing
 import TokenVaultTesting
 @testable import TokenVaultTestSupport
 import TokenVault
-import TokenVaultPostgres
+@testable import TokenVaultPostgres
 
 extension PostgresTests {
     /// The store on the real cluster: conformance, sealing, tampering done in SQL, the key
@@ -135,13 +135,13 @@ extension PostgresTests {
         @Test func aNewerSchemaIsRefused() async throws {
             let (postgres, database, store, _, _, dir) = try await twoEntries()
             store.close()
-            try postgres.sql(database, "UPDATE tokenvault_header SET schema_version = 2")
+            try postgres.sql(database, "UPDATE tokenvault_header SET schema_version = 3")
             do {
                 _ = try await postgres.open(database, keySource: .keyFile(dir.file("key")))
                 Issue.record("a newer schema opened")
             } catch let error as VaultError {
                 #expect(error.code == .unsupportedVersion, "\(error.message)")
-                #expect(error.message.contains("schema version 2"))
+                #expect(error.message.contains("schema version 3"))
             }
         }
 
@@ -195,12 +195,66 @@ extension PostgresTests {
             #expect(try await reopened.keys() == [a, b])
         }
 
+        /// Issue 34 (11): two vaults sealed with one key file must not hash a name alike, or an
+        /// administrator who reads both tables can tell which entries they share.
+        @Test func twoVaultsSharingAKeyFileCannotBeLinkedByTheirHashes() async throws {
+            let postgres = try TestPostgres.require()
+            let dir = try TemporaryDirectory()
+            let keyFile = try dir.keyFile()
+            let (first, second) = (try postgres.freshDatabase(), try postgres.freshDatabase())
+            let key = try CredentialKey(service: "shared-svc", account: "shared-account")
+            for database in [first, second] {
+                let store = try await postgres.open(database, keySource: .keyFile(keyFile))
+                try await store.save(Data("same-secret".utf8), for: key)
+                store.close()
+            }
+            let hashes = "SELECT encode(row_hash, 'hex') || ' ' || encode(service_hash, 'hex') FROM tokenvault_entries"
+            let (a, b) = (try postgres.sql(first, hashes), try postgres.sql(second, hashes))
+            #expect(a.count == 2 * 64 + 1 && b.count == 2 * 64 + 1, "one row each: \(a) / \(b)")
+            #expect(a.prefix(64) != b.prefix(64), "the row hashes match")
+            #expect(a.suffix(64) != b.suffix(64), "the service hashes match")
+        }
+
+        /// A vault made before the hashes were scoped (header version 1) opens and works as
+        /// before, and `rekey` writes it again as the current version, its entries intact.
+        @Test func aVersionOneVaultStillOpensAndRekeyUpgradesIt() async throws {
+            let postgres = try TestPostgres.require()
+            let dir = try TemporaryDirectory()
+            let database = try postgres.freshDatabase()
+            var old = TestPostgres.testOptions
+            old.newVaultSchemaVersion = 1
+            let key = try CredentialKey(service: "old-svc", account: "old-account")
+            let made = try await postgres.open(database, keySource: .keyFile(try dir.keyFile()), options: old)
+            try await made.save(Data("old-secret".utf8), for: key)
+            made.close()
+            #expect(try postgres.sql(database, "SELECT schema_version FROM tokenvault_header") == "1")
+            // Opened by today's code: read, listed, written.
+            let store = try await postgres.open(database, keySource: .keyFile(dir.file("key")))
+            defer { store.close() }
+            #expect(try await store.load(key) == Data("old-secret".utf8))
+            #expect(try await store.keys() == [key])
+            #expect(try await store.status().schemaVersion == 1)
+            let hashesBefore = try postgres.sql(database, "SELECT encode(row_hash, 'hex') FROM tokenvault_entries")
+            // A downgrade in SQL is caught by the header MAC.
+            try postgres.sql(database, "UPDATE tokenvault_header SET schema_version = 2")
+            await expectIntegrityFailure({ _ = try await postgres.open(database, keySource: .keyFile(dir.file("key"))) }, "a version changed in SQL")
+            try postgres.sql(database, "UPDATE tokenvault_header SET schema_version = 1")
+            let newKey = try dir.keyFile("new")
+            #expect(try await store.rekey(to: .keyFile(newKey)) == 1)
+            #expect(try postgres.sql(database, "SELECT schema_version FROM tokenvault_header") == "2")
+            #expect(try postgres.sql(database, "SELECT encode(row_hash, 'hex') FROM tokenvault_entries") != hashesBefore)
+            let reopened = try await postgres.open(database, keySource: .keyFile(newKey))
+            defer { reopened.close() }
+            #expect(try await reopened.load(key) == Data("old-secret".utf8))
+            #expect(try await reopened.status().schemaVersion == 2)
+        }
+
         @Test func statusTellsServerTLSSchemaAndCount() async throws {
             let (_, _, store, _, _, _) = try await twoEntries()
             defer { store.close() }
             let status = try await store.status()
             #expect(status.entries == 2)
-            #expect(status.schemaVersion == 1)
+            #expect(status.schemaVersion == 2)
             #expect(status.serverVersion.hasPrefix("1"))
             #expect(status.tls?.hasPrefix("TLSv1.") == true, "\(status.tls ?? "no TLS")")
         }
