@@ -32,7 +32,9 @@ extension PostgresStore: StoreRefreshLocking {
     ///
     /// 1. A connection from the pool; `BEGIN`; `lock_timeout` set for this transaction to
     ///    `timeout`; `idle_in_transaction_session_timeout` set so that a holder that hangs
-    ///    (stopped, not dead) loses the lock, and its commit fails, instead of blocking everyone.
+    ///    (stopped, not dead) loses the lock, and its commit fails, instead of blocking everyone;
+    ///    keepalives and the client check (``deadPeerSettings``) so that a holder or waiter that
+    ///    is cut off or dead without a word loses the lock in about 10 s.
     /// 2. `SELECT pg_advisory_xact_lock(k)`: waits at most `timeout` (then `timeout`, SQLSTATE 55P03).
     /// 3. `body` (``Vault``'s locked flight) reads the row again through the view, on this
     ///    connection, and if it is still stale POSTs the refresh to the token endpoint, then
@@ -82,6 +84,7 @@ extension PostgresStore: StoreRefreshLocking {
                         SELECT set_config('lock_timeout', \("\(waitMilliseconds)ms"), true),
                                set_config('idle_in_transaction_session_timeout', \("\(idleMilliseconds)ms"), true)
                         """, logger: PostgresSQL.silent)
+                    try await connection.run(PostgresQuery(unsafeSQL: Self.deadPeerSettings), logger: PostgresSQL.silent)
                 }
                 try await Self.withDeadline(bound + timeout, what: "take the refresh lock of \(key)", vault: vault) {
                     try await connection.run("SELECT pg_advisory_xact_lock(\(lockKey))", logger: PostgresSQL.silent)
@@ -106,6 +109,32 @@ extension PostgresStore: StoreRefreshLocking {
             return try await lockedFlight(key, lockKey: lockKey, timeout: timeout, on: held, body)
         }
     }
+
+    /// How the server notices that the host holding (or waiting for) a refresh lock is gone,
+    /// for this transaction only (`set_config(…, true)`; every setting is one a plain user may
+    /// change). A host that is cut off from the network or loses power sends no FIN or RST: its
+    /// backend would sit idle in the transaction, holding the advisory lock, until the kernel's
+    /// default keepalive (two hours) or `idle_in_transaction_session_timeout` (the lock wait plus
+    /// 60 s) ends it, and every other host would wait that long.
+    /// - `tcp_keepalives_idle` 4 s, `_interval` 2 s, `_count` 3: the backend of a silent peer
+    ///   ends about 10 s after the last packet, which rolls the transaction back and frees the
+    ///   lock (measured by Scripts/fleet, see Backends.md).
+    /// - `tcp_user_timeout` 10 s (PostgreSQL 12 and later): the same when the server has data
+    ///   in flight that the peer never acknowledges (keepalives are not sent then).
+    /// - `client_connection_check_interval` 2 s (PostgreSQL 14 and later, on Linux): a backend
+    ///   still waiting in `pg_advisory_xact_lock` for a client that has gone notices within 2 s,
+    ///   instead of taking the lock for nobody once it is free.
+    /// A setting the server does not know is skipped (`current_setting(…, true)` is NULL).
+    /// Over a Unix socket the TCP settings do nothing, and nothing is needed.
+    static let deadPeerSettings = """
+        SELECT set_config('tcp_keepalives_idle', '4', true),
+               set_config('tcp_keepalives_interval', '2', true),
+               set_config('tcp_keepalives_count', '3', true),
+               CASE WHEN current_setting('tcp_user_timeout', true) IS NOT NULL
+                    THEN set_config('tcp_user_timeout', '10000', true) END,
+               CASE WHEN current_setting('client_connection_check_interval', true) IS NOT NULL
+                    THEN set_config('client_connection_check_interval', '2000', true) END
+        """
 
     /// Steps 3 and 4 of ``withRefreshLock(on:timeout:_:)``, on a connection that holds the lock.
     private func lockedFlight<Result: Sendable>(
@@ -207,6 +236,7 @@ extension PostgresStore: StoreRefreshLocking {
             try await PostgresSQL.transaction(on: connection) { () async throws -> [Data: Int64?] in
                 var versions: [Data: Int64?] = [:]
                 try await connection.run("SELECT set_config('lock_timeout', \("\(waitMilliseconds)ms"), true)", logger: PostgresSQL.silent)
+                try await connection.run(PostgresQuery(unsafeSQL: Self.deadPeerSettings), logger: PostgresSQL.silent)
                 try await connection.run("SELECT pg_advisory_xact_lock(\(lockKey))", logger: PostgresSQL.silent)
                 for write in writes {
                     let sealing = self.current

@@ -4,7 +4,7 @@
 Built on authlib's Flask integration. It is a test fixture, not a product: state lives in
 memory and every client is public. What it does, and what the tests rely on:
 
-* Listens on 127.0.0.1 on a free port and writes that port to --port-file once bound (or prints
+* Listens on 127.0.0.1 (or --host) on a free port and writes that port to --port-file once bound (or prints
   it, --print-port). With --tls-cert and --tls-key it serves https, and with --client-ca it
   requires a client certificate from that CA (mutual TLS, Python's ssl with CERT_REQUIRED).
 * Issues bearer tokens whose ``expires_in`` is a few seconds (--expires-in, default 5).
@@ -69,6 +69,9 @@ memory and every client is public. What it does, and what the tests rely on:
   device polls per user code (``GET /device/stats?user_code=``), and gives the arrival times of a
   user's refresh requests (``refresh_times``), so tests can check back-off server-side.
 
+``GET /history?user=NAME`` (history.py) lists the user's password and refresh requests with
+fingerprints of the tokens presented and issued, and where each came from (Scripts/fleet).
+
 It never logs token values: request logging is off, and /stats reports only counts.
 """
 
@@ -97,6 +100,7 @@ from authlib.oauth2.rfc8628 import (
 from flask import Flask, jsonify, request
 from werkzeug.serving import make_server
 
+import history
 import providers
 
 TEST_PASSWORD = "test-password"
@@ -259,6 +263,12 @@ def query_client(client_id):
     if client_id in (PUBLIC_CLIENT_ID, CONFIDENTIAL_CLIENT_ID):
         return Client(client_id)
     return None
+
+
+def user_of_refresh_token(value):
+    with STATE_LOCK:
+        token = STATE.by_refresh.get(value or "")
+        return token.user if token is not None else None
 
 
 def save_token(fields, oauth_request):
@@ -864,11 +874,14 @@ def create_app(expires_in):
 
     # The providers' stand-ins (issue 35): Atlassian, GitHub, Google, Microsoft, GitLab.
     providers.register(app)
+    # The per-user log of presented refresh tokens (fingerprints only), for Scripts/fleet.
+    history.register(app, user_of_refresh_token)
     return app
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (Scripts/fleet: one inside its namespaces)")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--port-file", help="write the bound port here once listening")
     parser.add_argument("--expires-in", type=int, default=5, help="access token lifetime in seconds")
@@ -890,7 +903,7 @@ def main():
             # Mutual TLS (RFC 8705's transport): no handshake without a certificate from this CA.
             ssl_context.verify_mode = ssl.CERT_REQUIRED
             ssl_context.load_verify_locations(args.client_ca)
-    httpd = make_server("127.0.0.1", args.port, create_app(args.expires_in), threaded=True, ssl_context=ssl_context)
+    httpd = make_server(args.host, args.port, create_app(args.expires_in), threaded=True, ssl_context=ssl_context)
     port = httpd.server_port
     if args.print_port:
         print(port, flush=True)
@@ -900,7 +913,7 @@ def main():
             handle.write(f"{port}\n")
         os.replace(temporary, args.port_file)
     scheme = "https" if ssl_context else "http"
-    print(f"oauth-server: listening on {scheme}://127.0.0.1:{port}", file=sys.stderr, flush=True)
+    print(f"oauth-server: listening on {scheme}://{args.host}:{port}", file=sys.stderr, flush=True)
 
     def stop(signum, frame):
         STOPPING.set()

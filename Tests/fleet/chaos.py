@@ -1,0 +1,493 @@
+#!/usr/bin/env python3
+"""The driver and checker of Scripts/fleet (issue 33, part 2). Run by Scripts/fleet only: it runs
+in the fleet's control namespace and starts `vault` in the hosts' namespaces with `ip netns exec`.
+
+One grant (one user of the test OAuth server, one entry in the shared PostgreSQL vault). Each
+cycle waits until the stored token is due for a refresh, starts `vault get --fresh` on every host
+at once, and does one fault, chosen at random, to whichever host holds the refresh lock:
+
+  none               no fault (the control)
+  cut_before_request the holder's link is cut while it holds the lock and before its token
+                     request reaches the server (its packets to the OAuth server dropped first)
+  cut_answer_lost    the request reached the server (held there by the `hold` fault); the link
+                     is cut, then the server rotates and answers into the void
+  cut_before_commit  the holder's PostgreSQL traffic is dropped, the server answers (the holder
+                     receives the new tokens), then the whole link is cut before the commit
+  kill9              the holder is kill -9ed while the server holds its request, or (random
+                     variant) at a random moment 0-400 ms after the start
+  pg_restart         PostgreSQL restarted with -m immediate while the server holds the request
+                     (or at a random moment 0-500 ms after the start)
+
+A cut host is healed at a random moment: before the server dropped its lock, or after the
+others finished. The checker then reads the server's history (GET /history: fingerprints of the
+refresh tokens presented and of the tokens issued, and which host sent each request) and every
+process's acknowledged token (exit 0: the access token it printed, fingerprinted at once), and
+asserts:
+
+  1. no refresh token presented twice by the fleet, except once again after a flight that was
+     interrupted after its request left (the first answer never committed: no host ever
+     acknowledged or stored it), in a cycle that had such a fault;
+  2. no refresh token that the server rejected presented again;
+  3. no acknowledged token missing after recovery: after each cycle the stored token is the
+     newest acknowledged one or newer (never older: a cut-off holder that comes back does not
+     write over a newer token);
+  4. at most one refresh per expiry: in a cycle, one successful refresh, plus the deliberate
+     re-presentation where there was one;
+  5. every process ends within its bound, and (with a reuse interval) no grant is lost.
+
+It prints the figures: faults done, exit codes, refreshes, re-presentations, grants lost, and
+how long the server took to drop a cut-off holder's lock. Token values never reach the output.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import ssl
+import statistics
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+FAULTS = ["none", "cut_before_request", "cut_answer_lost", "cut_before_commit", "kill9", "pg_restart"]
+# A `vault get --fresh` must end within this (lock wait 30 s + operation 10 s + HTTP 20 s, and a
+# PostgreSQL restart's recovery on a loaded machine).
+PROCESS_BOUND = 150
+SERVICE = "fleet"
+ACCOUNT = "grant"
+
+
+def fingerprint(value):
+    return hashlib.sha256(value.encode("utf-8")).hexdigest()[:16] if value else None
+
+
+class Failure(Exception):
+    pass
+
+
+class Fleet:
+    def __init__(self, args):
+        self.args = args
+        self.random = random.Random(args.seed)
+        self.hosts = []  # [(namespace, address)]
+        for item in args.hosts:
+            namespace, address = item.split("=")
+            self.hosts.append((namespace, address))
+        self.ssl = ssl.create_default_context(cafile=args.oauth_ca)
+        self.password = open(args.database_password_file).read().strip()
+        self.user = f"fleet-{args.seed}"
+        self.strict = args.strict
+        # figures
+        self.faults = {}
+        self.exits = {}
+        self.acknowledged = []  # (cycle, host, access fingerprint)
+        self.stored_after = []  # (cycle, access fingerprint)
+        self.lock_drops = []  # seconds from the cut to the lock's release by the server
+        self.cycle_of_request = {}  # history seq -> cycle
+        self.cycle_fault = {}
+        self.interrupted_cycles = set()
+        self.grants_lost = 0
+        self.violations = []
+        self.cycle = 0
+        self.logins = 0
+
+    # --- plumbing -------------------------------------------------------------------------
+    def http(self, method, path, form=None):
+        data = urllib.parse.urlencode(form).encode() if form is not None else None
+        request = urllib.request.Request(self.args.oauth + path, data=data, method=method)
+        try:
+            with urllib.request.urlopen(request, context=self.ssl, timeout=30) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            raise Failure(f"{method} {path}: HTTP {error.code}") from None
+
+    def history(self):
+        return self.http("GET", "/history?" + urllib.parse.urlencode({"user": self.user}))
+
+    def stats(self):
+        return self.http("GET", "/stats?" + urllib.parse.urlencode({"user": self.user}))
+
+    def environment(self, index):
+        home = os.path.join(self.args.scratch, f"h{index + 1}")
+        return {
+            "PATH": "/usr/bin:/bin",
+            "HOME": os.path.join(home, "home"),
+            "XDG_RUNTIME_DIR": os.path.join(home, "runtime"),
+            "TMPDIR": os.path.join(home, "tmp"),
+            "TOKEN_VAULT_BACKEND": "postgres",
+            "TOKEN_VAULT_DATABASE_URL": self.args.database_url,
+            "TOKEN_VAULT_DATABASE_PASSWORD_FILE": self.args.database_password_file,
+            "TOKEN_VAULT_KEY_FILE": os.path.join(home, "vault.key"),
+            "TOKEN_VAULT_CACERT": self.args.oauth_ca,
+        }
+
+    def vault(self, index, arguments, stdin=None):
+        namespace = self.hosts[index][0]
+        environment = [f"{k}={v}" for k, v in self.environment(index).items()]
+        command = ["ip", "netns", "exec", namespace, "env", "-i", *environment, self.args.vault, *arguments]
+        process = subprocess.Popen(
+            command, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        process.started = time.monotonic()
+        process.host = index
+        return process
+
+    def nft(self, index, script):
+        subprocess.run(["ip", "netns", "exec", self.hosts[index][0], "nft", "-f", "-"], input=script.encode(), check=True)
+
+    def cut(self, index, what="all"):
+        """Drops the host's packets without a word (no RST, no ICMP): all, or one service's."""
+        db = self.args.oauth.split("//")[1].split(":")[0]
+        oauth_port = self.args.oauth.rsplit(":", 1)[1]
+        match = {
+            "all": "",
+            "oauth": f"ip daddr {db} tcp dport {oauth_port} ",
+            "postgres": f"ip daddr {db} tcp dport 5432 ",
+        }[what]
+        back = match.replace("daddr", "saddr").replace("dport", "sport")
+        self.nft(index, f"add rule inet fleet output {match}drop\nadd rule inet fleet input {back}drop\n")
+
+    def heal(self, index):
+        self.nft(index, "flush chain inet fleet output\nflush chain inet fleet input\n")
+
+    def psql(self, sql):
+        cluster = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Scripts", "postgres", "cluster")
+        result = subprocess.run([cluster, "psql", self.args.postgres_dir, "tokenvault", sql], capture_output=True, text=True)
+        if result.returncode != 0:
+            return None  # the cluster is restarting
+        return result.stdout.strip()
+
+    def holder_address(self):
+        rows = self.psql(
+            "SELECT host(a.client_addr) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted")
+        return rows.splitlines()[0] if rows else None
+
+    def host_of(self, address):
+        for index, (_, host_address) in enumerate(self.hosts):
+            if host_address == address:
+                return index
+        return None
+
+    def wait_until(self, what, predicate, bound=60):
+        deadline = time.monotonic() + bound
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(0.02)
+        raise Failure(f"cycle {self.cycle}: waited {bound} s for {what}")
+
+    def finish(self, process):
+        try:
+            out, err = process.communicate(timeout=max(1, PROCESS_BOUND - (time.monotonic() - process.started)))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            self.violations.append(f"cycle {self.cycle}: host {process.host + 1}'s vault get --fresh did not end within {PROCESS_BOUND} s")
+            return None
+        status = process.returncode
+        self.exits[status] = self.exits.get(status, 0) + 1
+        if status == 0:
+            self.acknowledged.append((self.cycle, process.host, fingerprint(out.decode().strip())))
+        elif status == 7:
+            process.lost = True
+        # stderr is vault's own message, which never holds a token; keep the first line.
+        process.message = err.decode(errors="replace").strip().splitlines()[:1]
+        return status
+
+    # --- the grant ------------------------------------------------------------------------
+    def login(self):
+        token = self.http("POST", "/token", {
+            "grant_type": "password", "username": self.user, "password": "test-password",
+            "client_id": "tokenvault-example"})
+        process = self.vault(0, [
+            "set", SERVICE, ACCOUNT, "--token-url", self.args.oauth + "/token",
+            "--client-id", "tokenvault-example"], stdin=True)
+        out, err = process.communicate(input=json.dumps(token).encode(), timeout=60)
+        if process.returncode != 0:
+            raise Failure(f"vault set exited {process.returncode}: {err.decode(errors='replace').strip()}")
+        self.logins += 1
+
+    def stored(self):
+        """The stored token's fingerprints, read on the first host after recovery."""
+        process = self.vault(0, ["get", SERVICE, ACCOUNT, "--json", "--allow-expired"])
+        out, err = process.communicate(timeout=PROCESS_BOUND)
+        if process.returncode != 0:
+            raise Failure(f"cycle {self.cycle}: reading the entry back exited {process.returncode}: {err.decode(errors='replace').strip()}")
+        body = json.loads(out)
+        return fingerprint(body.get("access_token")), fingerprint(body.get("refresh_token"))
+
+    def wait_due(self):
+        """The stored token is fresh for 4 s after it was issued (64 s lifetime, 60 s leeway)."""
+        issued = [r["answered"] for r in self.history()["answered"] if r["status"] == 200]
+        if issued:
+            due = issued[-1] + 4.5
+            while time.time() < due:
+                time.sleep(min(0.2, due - time.time()))
+
+    # --- one cycle ------------------------------------------------------------------------
+    def start_all(self, order=None):
+        order = order if order is not None else list(range(len(self.hosts)))
+        return {index: self.vault(index, ["get", SERVICE, ACCOUNT, "--fresh"]) for index in order}
+
+    def held_request(self):
+        pending = self.history()["pending"]
+        return pending[0] if pending else None
+
+    def measure_lock_drop(self, holder, cut_at):
+        """Waits until the server no longer counts the cut-off holder as the lock's holder."""
+        address = self.hosts[holder][1]
+        self.wait_until("the server to drop the cut-off holder's lock", lambda: self.holder_address() != address, bound=120)
+        self.lock_drops.append(time.monotonic() - cut_at)
+
+    def run_cycle(self, fault):
+        self.cycle += 1
+        self.faults[fault] = self.faults.get(fault, 0) + 1
+        self.wait_due()
+        first_seq = max([r["seq"] for r in self.history()["answered"]], default=0)
+        processes = {}
+        statuses = {}
+        healed = set()
+        holder = None
+        self.cycle_fault[self.cycle] = fault
+        try:
+            if fault == "none":
+                processes = self.start_all()
+            elif fault == "cut_before_request":
+                holder = self.random.randrange(len(self.hosts))
+                self.cut(holder, "oauth")
+                processes[holder] = self.vault(holder, ["get", SERVICE, ACCOUNT, "--fresh"])
+                self.wait_until("the first host to take the lock", lambda: self.holder_address() == self.hosts[holder][1])
+                self.cut(holder, "all")
+                cut_at = time.monotonic()
+                others = [i for i in range(len(self.hosts)) if i != holder]
+                processes.update(self.start_all(others))
+                if self.random.random() < 0.3:
+                    time.sleep(self.random.uniform(0, 8))  # heal before the server drops the lock
+                else:
+                    self.measure_lock_drop(holder, cut_at)
+                    for i in others:
+                        statuses[i] = self.finish(processes[i])
+                self.heal(holder)
+                healed.add(holder)
+            elif fault in ("cut_answer_lost", "cut_before_commit") or (fault in ("kill9", "pg_restart") and self.random.random() < 0.6):
+                self.http("POST", "/faults", {"user": self.user, "kind": "hold"})
+                processes = self.start_all()
+                held = self.wait_until("the server to hold the holder's token request", self.held_request)
+                holder = self.host_of(held["from"])
+                if holder is None:
+                    raise Failure(f"cycle {self.cycle}: a held request from an unknown address")
+                if fault == "cut_answer_lost":
+                    self.cut(holder, "all")
+                    cut_at = time.monotonic()
+                    self.interrupted_cycles.add(self.cycle)
+                    self.http("POST", "/release", {"user": self.user})
+                elif fault == "cut_before_commit":
+                    self.cut(holder, "postgres")
+                    self.http("POST", "/release", {"user": self.user})
+                    self.wait_until("the server to answer the held request", lambda: not self.history()["pending"])
+                    time.sleep(self.random.uniform(0, 0.3))
+                    self.cut(holder, "all")
+                    cut_at = time.monotonic()
+                    self.interrupted_cycles.add(self.cycle)
+                elif fault == "kill9":
+                    processes[holder].kill()
+                    self.interrupted_cycles.add(self.cycle)
+                    time.sleep(self.random.uniform(0, 0.2))
+                    self.http("POST", "/release", {"user": self.user})
+                else:  # pg_restart while the request is held
+                    self.restart_postgres()
+                    self.http("POST", "/release", {"user": self.user})
+                if fault.startswith("cut_"):
+                    if self.random.random() < 0.3:
+                        time.sleep(self.random.uniform(0, 8))
+                    else:
+                        self.measure_lock_drop(holder, cut_at)
+                        for i in [i for i in processes if i != holder]:
+                            statuses[i] = self.finish(processes[i])
+                    self.heal(holder)
+                    healed.add(holder)
+            elif fault == "kill9":  # at a random moment
+                processes = self.start_all()
+                time.sleep(self.random.uniform(0, 0.4))
+                address = self.holder_address()
+                victim = self.host_of(address) if address else self.random.randrange(len(self.hosts))
+                if victim in processes:
+                    processes[victim].kill()
+                    self.interrupted_cycles.add(self.cycle)  # it may have presented
+            else:  # pg_restart at a random moment
+                processes = self.start_all()
+                time.sleep(self.random.uniform(0, 0.5))
+                self.restart_postgres()
+            for i, process in processes.items():
+                if i not in statuses:
+                    statuses[i] = self.finish(process)
+        finally:
+            for index in range(len(self.hosts)):
+                if index not in healed:
+                    self.heal(index)
+            for process in processes.values():
+                if process.poll() is None:
+                    process.kill()
+                    process.communicate()
+        # Recovery: the entry as stored now.
+        access, refresh = self.stored()
+        self.stored_after.append((self.cycle, access))
+        history = self.history()["answered"]
+        for record in history:
+            if record["seq"] > first_seq:
+                self.cycle_of_request.setdefault(record["seq"], self.cycle)
+        lost = [i for i, s in statuses.items() if s == 7]
+        summary = " ".join(f"h{i + 1}:{s}" for i, s in sorted(statuses.items()))
+        print(f"cycle {self.cycle:4d} {fault:18s} holder={'h%d' % (holder + 1) if holder is not None else '-':3s} exits {summary}", flush=True)
+        for i, process in processes.items():
+            if statuses.get(i) not in (0, None) and getattr(process, "message", None) and statuses.get(i) != 7:
+                print(f"           h{i + 1}: {process.message[0][:200]}", flush=True)
+        if lost:
+            self.grants_lost += 1
+            if not self.strict:
+                self.violations.append(f"cycle {self.cycle} ({fault}): the grant was lost (exit 7) although the server has a reuse interval")
+            self.login()
+
+    def restart_postgres(self):
+        cluster = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Scripts", "postgres", "cluster")
+        db_namespace = self.hosts[0][0].rsplit("-", 1)[0] + "-db"
+        # pg_ctl starts the new postmaster from this process: inside the database's namespace.
+        subprocess.run(["ip", "netns", "exec", db_namespace, cluster, "restart", self.args.postgres_dir, "immediate"], check=True)
+
+    # --- the checker ----------------------------------------------------------------------
+    def check(self):
+        history = self.history()
+        answered = [r for r in history["answered"] if r["grant"] == "refresh_token"]
+        issued = {}  # access fingerprint -> seq of the answer that issued it
+        for record in history["answered"]:
+            if record["status"] == 200 and record["access"]:
+                issued[record["access"]] = record["seq"]
+        acknowledged = {fp for (_, _, fp) in self.acknowledged}
+        stored = {fp for (_, fp) in self.stored_after}
+        committed = acknowledged | stored
+        # 1. presented twice
+        by_token = {}
+        for record in answered:
+            by_token.setdefault(record["presented"], []).append(record)
+        representations = 0
+        for token, records in by_token.items():
+            if len(records) < 2:
+                continue
+            first = records[0]
+            cycle = self.cycle_of_request.get(first["seq"])
+            deliberate = (
+                len(records) == 2 and first["status"] == 200 and first["access"] not in committed
+                and cycle in self.interrupted_cycles)
+            if deliberate:
+                representations += 1
+            else:
+                cycles = [self.cycle_of_request.get(r["seq"]) for r in records]
+                self.violations.append(
+                    f"refresh token {token} presented {len(records)} times (cycles {cycles}, "
+                    f"faults {[self.cycle_fault.get(c) for c in cycles]}, from {[r['from'] for r in records]}, "
+                    f"statuses {[r['status'] for r in records]}, first answer committed: {first['access'] in committed}, "
+                    f"arrived {[round(r['arrived'] % 1000, 2) for r in records]}, answered {[round(r['answered'] % 1000, 2) for r in records]}), "
+                    "not a single re-presentation after an interrupted flight")
+        # 2. rejected then presented again
+        for token, records in by_token.items():
+            for position, record in enumerate(records):
+                if record["status"] != 200 and position + 1 < len(records):
+                    self.violations.append(f"refresh token {token} presented again after the server rejected it (cycle {self.cycle_of_request.get(record['seq'])})")
+        # 3. acknowledged tokens: issued by the server, and never newer than what is stored after recovery
+        newest = 0
+        for cycle in range(1, self.cycle + 1):
+            for (c, host, fp) in self.acknowledged:
+                if c == cycle:
+                    if fp not in issued:
+                        self.violations.append(f"cycle {cycle}: host {host + 1} acknowledged a token the server never issued")
+                    else:
+                        newest = max(newest, issued[fp])
+            after = [fp for (c, fp) in self.stored_after if c == cycle]
+            if after and issued.get(after[0], 0) < newest:
+                self.violations.append(f"cycle {cycle}: after recovery the entry holds an older token than one a host acknowledged")
+        # 4. one refresh per expiry
+        per_cycle = {}
+        for record in answered:
+            if record["status"] == 200:
+                cycle = self.cycle_of_request.get(record["seq"])
+                per_cycle[cycle] = per_cycle.get(cycle, 0) + 1
+        representation_cycles = {}
+        for token, records in by_token.items():
+            if len(records) == 2:
+                cycle = self.cycle_of_request.get(records[1]["seq"])
+                representation_cycles[cycle] = representation_cycles.get(cycle, 0) + 1
+        for cycle, count in per_cycle.items():
+            if count > 1 + representation_cycles.get(cycle, 0):
+                self.violations.append(f"cycle {cycle}: {count} successful refreshes for one expiry")
+        stats = self.stats()
+        refreshes = sum(1 for r in answered if r["status"] == 200)
+        rejected = sum(1 for r in answered if r["status"] != 200)
+        print()
+        print(f"fleet: {self.cycle} cycles, {len(self.hosts)} hosts, seed {self.args.seed}, "
+              f"server {'strict rotation' if self.strict else 'rotation with a 30 s reuse interval'}")
+        print("faults: " + ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())))
+        print("vault get --fresh exits: " + ", ".join(f"{k}: {v}" for k, v in sorted(self.exits.items(), key=lambda kv: (kv[0] is None, kv[0]))))
+        print(f"refresh requests answered: {len(answered)} ({refreshes} rotated, {rejected} refused); "
+              f"acknowledged tokens: {len(self.acknowledged)} ({len(acknowledged)} distinct)")
+        print(f"re-presentations after an interrupted flight: {representations} "
+              f"(accepted within the reuse interval: {stats['reused_within_interval']}); "
+              f"reuse detected: {stats['reuse_detected']}; families revoked: {stats['families_revoked']}; "
+              f"grants lost: {self.grants_lost} (logins: {self.logins})")
+        if self.lock_drops:
+            drops = sorted(self.lock_drops)
+            print(f"a cut-off holder's lock dropped by the server after: min {drops[0]:.1f} s, "
+                  f"median {statistics.median(drops):.1f} s, max {drops[-1]:.1f} s ({len(drops)} cuts)")
+        if self.violations:
+            print(f"\nfleet: {len(self.violations)} violation(s):")
+            for violation in self.violations:
+                print("  " + violation)
+            return 1
+        print("fleet: every check passed")
+        return 0
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cycles", type=int, required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--strict", action="store_true")
+    parser.add_argument("--vault", required=True)
+    parser.add_argument("--scratch", required=True)
+    parser.add_argument("--run", required=True)
+    parser.add_argument("--hosts", nargs="+", required=True)
+    parser.add_argument("--oauth", required=True)
+    parser.add_argument("--oauth-ca", required=True)
+    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--database-password-file", required=True)
+    parser.add_argument("--postgres-dir", required=True)
+    parser.add_argument("--key-file", required=True)
+    args = parser.parse_args()
+    fleet = Fleet(args)
+    for index in range(len(fleet.hosts)):
+        copy = os.path.join(args.scratch, f"h{index + 1}", "vault.key")
+        shutil.copyfile(args.key_file, copy)
+        os.chmod(copy, 0o600)
+    if not args.strict:
+        fleet.http("POST", "/faults", {"user": fleet.user, "kind": "reuse_interval", "seconds": "30"})
+    fleet.login()
+    # Every fault in the short run at least once, then at random.
+    plan = FAULTS[:] if args.cycles >= len(FAULTS) else []
+    fleet.random.shuffle(plan)
+    plan += [fleet.random.choice(FAULTS) for _ in range(args.cycles - len(plan))]
+    try:
+        for fault in plan:
+            fleet.run_cycle(fault)
+    except Failure as failure:
+        fleet.violations.append(str(failure))
+    sys.exit(fleet.check())
+
+
+if __name__ == "__main__":
+    main()
