@@ -60,6 +60,10 @@ enum PostgresSQL {
         var current: (any Error)? = error
         while let error = current {
             let name = String(reflecting: type(of: error))
+            // The connection closed during the handshake (a server restarting, Scripts/fleet's
+            // `-m immediate`): the network's failure, retried like a refused connection, not a
+            // certificate to check.
+            if name.hasSuffix("NIOSSLError") && String(describing: error) == "uncleanShutdown" { return false }
             if name.contains("NIOSSL") || name.contains("BoringSSL") { return true }
             current = (error as? PSQLError)?.underlying
         }

@@ -34,7 +34,7 @@ extension PostgresStore: StoreRefreshLocking {
     ///    `timeout`; `idle_in_transaction_session_timeout` set so that a holder that hangs
     ///    (stopped, not dead) loses the lock, and its commit fails, instead of blocking everyone;
     ///    keepalives and the client check (``deadPeerSettings``) so that a holder or waiter that
-    ///    is cut off or dead without a word loses the lock in about 10 s.
+    ///    is cut off or dead without a word loses the lock in about 24 s.
     /// 2. `SELECT pg_advisory_xact_lock(k)`: waits at most `timeout` (then `timeout`, SQLSTATE 55P03).
     /// 3. `body` (``Vault``'s locked flight) reads the row again through the view, on this
     ///    connection, and if it is still stale POSTs the refresh to the token endpoint, then
@@ -116,22 +116,28 @@ extension PostgresStore: StoreRefreshLocking {
     /// backend would sit idle in the transaction, holding the advisory lock, until the kernel's
     /// default keepalive (two hours) or `idle_in_transaction_session_timeout` (the lock wait plus
     /// 60 s) ends it, and every other host would wait that long.
-    /// - `tcp_keepalives_idle` 4 s, `_interval` 2 s, `_count` 3: the backend of a silent peer
-    ///   ends about 10 s after the last packet, which rolls the transaction back and frees the
-    ///   lock (measured by Scripts/fleet, see Backends.md).
-    /// - `tcp_user_timeout` 10 s (PostgreSQL 12 and later): the same when the server has data
+    /// - `tcp_keepalives_idle` 18 s, `_interval` 2 s, `_count` 3: the backend of a silent peer
+    ///   ends about 24 s after the last packet it sent, which rolls the transaction back and
+    ///   frees the lock (measured by Scripts/fleet, see Backends.md).
+    /// - `tcp_user_timeout` 24 s (PostgreSQL 12 and later): the same when the server has data
     ///   in flight that the peer never acknowledges (keepalives are not sent then).
     /// - `client_connection_check_interval` 2 s (PostgreSQL 14 and later, on Linux): a backend
     ///   still waiting in `pg_advisory_xact_lock` for a client that has gone notices within 2 s,
     ///   instead of taking the lock for nobody once it is free.
+    /// Why 24 s and not less: the lock must outlive the holder's token request. A holder cut off
+    /// before its request reached the token endpoint goes on trying until its deadline (20 s by
+    /// default, ``TokenEndpointClient/defaultDeadline``); with the lock dropped at 10 s, another
+    /// host refreshed, and the cut-off holder's retry then reached the server once the link was
+    /// back and presented the spent refresh token (Scripts/fleet found it). So the lock is dropped
+    /// after the default deadline and before the waiters' 30 s lock wait runs out.
     /// A setting the server does not know is skipped (`current_setting(…, true)` is NULL).
     /// Over a Unix socket the TCP settings do nothing, and nothing is needed.
     static let deadPeerSettings = """
-        SELECT set_config('tcp_keepalives_idle', '4', true),
+        SELECT set_config('tcp_keepalives_idle', '18', true),
                set_config('tcp_keepalives_interval', '2', true),
                set_config('tcp_keepalives_count', '3', true),
                CASE WHEN current_setting('tcp_user_timeout', true) IS NOT NULL
-                    THEN set_config('tcp_user_timeout', '10000', true) END,
+                    THEN set_config('tcp_user_timeout', '24000', true) END,
                CASE WHEN current_setting('client_connection_check_interval', true) IS NOT NULL
                     THEN set_config('client_connection_check_interval', '2000', true) END
         """

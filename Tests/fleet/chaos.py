@@ -279,7 +279,13 @@ class Fleet:
             elif fault in ("cut_answer_lost", "cut_before_commit") or (fault in ("kill9", "pg_restart") and self.random.random() < 0.6):
                 self.http("POST", "/faults", {"user": self.user, "kind": "hold"})
                 processes = self.start_all()
-                held = self.wait_until("the server to hold the holder's token request", self.held_request)
+                def held_or_all_ended():
+                    held = self.held_request()
+                    if held is None and all(p.poll() is not None for p in processes.values()):
+                        raise Failure(f"cycle {self.cycle}: every host ended before a token request reached the server "
+                                      f"(exits {[p.returncode for p in processes.values()]})")
+                    return held
+                held = self.wait_until("the server to hold the holder's token request", held_or_all_ended)
                 holder = self.host_of(held["from"])
                 if holder is None:
                     raise Failure(f"cycle {self.cycle}: a held request from an unknown address")
@@ -319,6 +325,7 @@ class Fleet:
                 address = self.holder_address()
                 victim = self.host_of(address) if address else self.random.randrange(len(self.hosts))
                 if victim in processes:
+                    holder = victim
                     processes[victim].kill()
                     self.interrupted_cycles.add(self.cycle)  # it may have presented
             else:  # pg_restart at a random moment
