@@ -272,7 +272,13 @@ class Fleet:
                 holder = self.random.randrange(len(self.hosts))
                 self.cut(holder, "oauth")
                 processes[holder] = self.vault(holder, ["get", SERVICE, ACCOUNT, "--fresh"])
-                self.wait_until("the first host to take the lock", lambda: self.holder_address() == self.hosts[holder][1])
+                def holds_lock():
+                    if processes[holder].poll() is not None:
+                        out, err = processes[holder].communicate()
+                        raise Failure(f"cycle {self.cycle}: host {holder + 1}'s vault get --fresh ended ({processes[holder].returncode}) "
+                                      f"before it took the lock: {err.decode(errors='replace').strip()[:200]}")
+                    return self.holder_address() == self.hosts[holder][1]
+                self.wait_until("the first host to take the lock", holds_lock)
                 self.cut(holder, "all")
                 cut_at = time.monotonic()
                 others = [i for i in range(len(self.hosts)) if i != holder]
