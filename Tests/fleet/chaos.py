@@ -466,9 +466,15 @@ class Fleet:
         # request may have reached the server
         # (the loss shows in the cycle after, when a killed holder's request was answered last):
         # every refusal refused a refresh token first presented in such a cycle
+        # or one issued before its family was revoked by such a re-presentation's refusal
+        issuer = {r["refresh"]: r for r in history["answered"] if r["status"] == 200 and r["refresh"]}
+        refusals = [r for r in answered if r["status"] != 200]
         for token, records in by_token.items():
             first_cycle = self.cycle_of_request.get(records[0]["seq"])
-            if any(r["status"] != 200 for r in records) and first_cycle not in self.interrupted_cycles:
+            issued_by = issuer.get(token)
+            revoked_before = issued_by is not None and any(
+                issued_by["answered"] <= r["answered"] <= records[0]["arrived"] and r["presented"] != token for r in refusals)
+            if any(r["status"] != 200 for r in records) and first_cycle not in self.interrupted_cycles and not revoked_before:
                 self.violations.append(
                     f"refresh token {token} was refused (cycle {self.cycle_of_request.get(records[-1]['seq'])}), and the flight that "
                     f"first presented it (cycle {first_cycle}, {self.cycle_fault.get(first_cycle)}) was not interrupted")
