@@ -45,6 +45,7 @@ how long the server took to drop a cut-off holder's lock. Token values never rea
 """
 
 import argparse
+import datetime
 import hashlib
 import json
 import os
@@ -98,6 +99,7 @@ class Fleet:
         self.lost_cycles = []
         self.lost_by_fault = {}
         self.set_at = 0.0
+        self.stored_due = 0.0
         self.interrupted_cycles = set()
         self.grants_lost = 0
         self.violations = []
@@ -230,13 +232,18 @@ class Fleet:
         if process.returncode != 0:
             raise Failure(f"cycle {self.cycle}: reading the entry back exited {process.returncode}: {err.decode(errors='replace').strip()}")
         body = json.loads(out)
+        if body.get("expires_at"):
+            # Whole seconds: due 60 s before, and one more for the rounding.
+            self.stored_due = datetime.datetime.fromisoformat(body["expires_at"].replace("Z", "+00:00")).timestamp() - 59
         return fingerprint(body.get("access_token")), fingerprint(body.get("refresh_token"))
 
     def wait_due(self):
         """The stored token is fresh for 4 s after it was issued (64 s lifetime, 60 s leeway)."""
         issued = [r["answered"] for r in self.history()["answered"] if r["status"] == 200]
         if issued:
-            due = max(issued[-1], self.set_at) + 4.5
+            # An answer sent into a cut can still arrive when the link is back (TCP retransmits
+            # it), later than the server answered: the stored expiry says when the token is due.
+            due = max(issued[-1] + 4.5, self.set_at + 4.5, self.stored_due)
             while time.time() < due:
                 time.sleep(min(0.2, due - time.time()))
 
