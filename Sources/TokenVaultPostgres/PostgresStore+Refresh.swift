@@ -126,7 +126,7 @@ extension PostgresStore: StoreRefreshLocking {
     ///   instead of taking the lock for nobody once it is free.
     /// Why 24 s and not less: the lock must outlive the holder's token request. A holder cut off
     /// before its request reached the token endpoint goes on trying until its deadline (20 s by
-    /// default, ``TokenEndpointClient/defaultDeadline``); with the lock dropped at 10 s, another
+    /// default, `TokenEndpointClient.defaultDeadline`); with the lock dropped at 10 s, another
     /// host refreshed, and the cut-off holder's retry then reached the server once the link was
     /// back and presented the spent refresh token (Scripts/fleet found it). So the lock is dropped
     /// after the default deadline and before the waiters' 30 s lock wait runs out.
