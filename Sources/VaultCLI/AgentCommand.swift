@@ -29,6 +29,22 @@ extension VaultCommand {
                 vault directly; the agent reads every answer from the vault, so it never serves a \
                 token the vault no longer holds.
 
+                A system agent, run as a service account that owns the vault, also serves the users \
+                and groups its --policy file names, each only the access tokens of the entries \
+                granted to it; one grant a line, `#` comments:
+
+                  user www-data   api.example.com  deploy    (account left out: "default")
+                  group webapps   github           *         (* any account)
+                  uid 1002        reports.*        *         (a service prefix)
+
+                An unknown first word, an unknown user or group, or a policy file that is a \
+                symbolic link, belongs to another user than root or the agent's, or is writable by \
+                group or others stops the agent from starting (exit 1). With a policy, the socket \
+                is created 0666 (the policy is the gate; the directory must not be writable by \
+                others). A peer the policy does not name, or a request for an entry it does not \
+                grant, is refused and logged by uid, pid and entry name; its vault get exits 1 \
+                (permission denied). Granted users cannot unlock or lock the agent.
+
                 SIGTERM or SIGINT stop it; vault lock (or --idle-timeout) makes it forget the key.
                 """
         )
@@ -47,12 +63,19 @@ extension VaultCommand {
         @Option(help: ArgumentHelp("At most this many connections at once; more are closed and go direct.", valueName: "count"))
         var maxConnections: Int = 64
 
+        @Option(
+            help: ArgumentHelp(
+                "A system agent's policy: which other users and groups may read which entries' access tokens (see the discussion); the socket is then made 0666.",
+                valueName: "file"))
+        var policy: String?
+
         func validate() throws {
             try global.validateConfiguration()
             guard (0.1...0.95).contains(refreshAt) else { throw ValidationError("--refresh-at must be between 0.1 and 0.95.") }
             if let idleTimeout, idleTimeout < 1 { throw ValidationError("--idle-timeout must be at least 1 second.") }
             guard (1...4096).contains(maxConnections) else { throw ValidationError("--max-connections must be between 1 and 4096.") }
             if let socket, !socket.hasPrefix("/") { throw ValidationError("--socket must be an absolute path.") }
+            if let policy, policy.isEmpty { throw ValidationError("--policy names a file.") }
         }
 
         func run() async throws {
@@ -84,6 +107,9 @@ extension VaultCommand {
             options.refreshAt = refreshAt
             options.idleLock = idleTimeout.map { .seconds($0) }
             options.maximumConnections = maxConnections
+            if let policy {
+                options.policy = try AgentPolicy.load(path: policy)
+            }
             let server = AgentServer(
                 options: options, identity: AgentProtocol.vaultIdentity(of: configuration),
                 opensItself: !plan.usesFile || configuration.keySource != nil, client: try HTTPOptions.client(),
@@ -112,7 +138,7 @@ extension VaultCommand {
                 return source
             }
             try Output.note(
-                "vault agent: serving the \(plan.backend?.rawValue ?? configuration.backend.rawValue) vault on \(path) (pid \(getpid()), protocol \(AgentProtocol.version), \(server.isUnlocked ? "unlocked" : "locked: vault unlock unlocks it"))")
+                "vault agent: serving the \(plan.backend?.rawValue ?? configuration.backend.rawValue) vault on \(path) (pid \(getpid()), protocol \(AgentProtocol.version)\(policy.map { ", policy \($0): \(options.policy?.grants.count ?? 0) grants" } ?? ""), \(server.isUnlocked ? "unlocked" : "locked: vault unlock unlocks it"))")
             await server.serve()
             signals.forEach { $0.cancel() }
             try Output.note("vault agent: stopped")

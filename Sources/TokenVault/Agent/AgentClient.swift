@@ -80,7 +80,8 @@ public struct AgentClient: Sendable {
     ///   - vault: ``AgentProtocol/vaultIdentity(of:)`` of the vault the caller would open.
     /// - Throws: ``Unavailable`` (go direct), or the agent's ``VaultError`` when the direct path
     ///   would have given the same answer: `notFound`, `expired`, `reauthenticationRequired`,
-    ///   `invalidInput` (an opaque secret), and the refresh's errors.
+    ///   `invalidInput` (an opaque secret), `permissionDenied` (an agent of another user whose
+    ///   policy does not grant this user or this entry), and the refresh's errors.
     public func token(for key: CredentialKey, fresh: Bool, leeway: TimeInterval = 60, vault: String) throws -> AgentToken {
         let response = try send(.token(AgentTokenRequest(key: key, fresh: fresh, leeway: leeway, vault: vault)))
         switch response {
@@ -107,6 +108,9 @@ public struct AgentClient: Sendable {
     static let definitive: Set<VaultError.Code> = [
         .notFound, .expired, .reauthenticationRequired, .invalidInput, .configurationError, .tokenEndpointError,
         .httpError, .networkFailure, .authenticationFailed,
+        // A system agent's refusal (its policy does not grant this user or this entry): the
+        // direct path could not read that vault either, and the user should hear why.
+        .permissionDenied,
     ]
 
     /// One connection to the agent, for several requests in turn (a long-running program, a
@@ -142,6 +146,13 @@ public struct AgentClient: Sendable {
             do {
                 try FrameIO.write(fd, bytes, deadlineMilliseconds: milliseconds)
             } catch {
+                // An agent that refuses this peer answers as it accepts and closes at once, so
+                // the write can find the connection closed: its answer may be waiting to be read.
+                if let body = try? FrameIO.readBody(fd, idleMilliseconds: 50, deadlineMilliseconds: 50),
+                    let response = try? AgentResponse(body: body), case .failure = response
+                {
+                    return response
+                }
                 throw Unavailable("the agent did not take the request: \(error.message)", noteworthy: true)
             }
             let left = max(1, Int32(clamping: Int64(milliseconds) - (SystemCall.monotonicMilliseconds - start)))

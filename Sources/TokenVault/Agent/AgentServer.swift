@@ -9,7 +9,9 @@ internal import Synchronization
 /// The broker behind `vault agent`: holds one opened vault and answers ``AgentRequest``s on a
 /// Unix socket.
 ///
-/// - Every peer is checked with `SO_PEERCRED`: another uid is refused (and logged, by uid and pid).
+/// - Every peer is checked with `SO_PEERCRED`: another uid is refused (and logged, by uid and pid)
+///   unless ``Options/policy`` (a system agent's) names it or one of its groups; such a peer may
+///   ask only for the access tokens of the entries granted to it (and the status of those).
 /// - At most ``Options/maximumConnections`` connections at once; a connection past that is
 ///   closed at once, and its client goes direct. Each request must arrive whole within
 ///   ``Options/requestDeadline`` of its first byte, so a slow or silent client holds only its own
@@ -36,8 +38,10 @@ package final class AgentServer: Sendable {
         package var requestDeadline: Duration = .seconds(2)
         /// How long a connection may sit idle between requests.
         package var connectionIdle: Duration = .seconds(60)
-        /// The only uid served.
+        /// The uid served in full (the agent's own).
         package var uid: UInt32 = SystemCall.effectiveUserID
+        /// A system agent's grants to other users and groups; nil: only ``uid`` is served.
+        package var policy: AgentPolicy?
 
         package init(socketPath: String) { self.socketPath = socketPath }
     }
@@ -100,7 +104,8 @@ package final class AgentServer: Sendable {
     // MARK: The socket
 
     /// Makes the socket's directory (0700, ours) if it is the default one, takes over a stale
-    /// socket, and listens (0600).
+    /// socket, and listens: 0600, or 0666 with a policy (which is then the gate: a peer it does
+    /// not name is refused before any byte of its request is read).
     /// - Throws: ``VaultError`` when another agent answers there, or the directory is not private.
     package func listen() throws {
         let path = options.socketPath
@@ -122,7 +127,7 @@ package final class AgentServer: Sendable {
                 throw VaultError(.alreadyExists, "An agent already listens on \(path).")
             }
             try SystemCall.unlinkIfPresent(path)
-            let fd = try SystemCall.listenUnix(path, mode: 0o600, backlog: 128)
+            let fd = try SystemCall.listenUnix(path, mode: options.policy == nil ? 0o600 : 0o666, backlog: 128)
             state.withLock { $0.listener = fd }
         } catch let error as Errno {
             throw VaultError(.io, "Could not listen on \(path): \(error.message).")
@@ -195,14 +200,25 @@ package final class AgentServer: Sendable {
             SystemCall.close(fd)
             return
         }
-        guard peer.uid == options.uid else {
-            log("vault agent: refused a connection from uid \(peer.uid) (pid \(peer.pid)): this agent serves uid \(options.uid) only")
-            let refusal = AgentResponse.failure(
-                code: VaultError.Code.permissionDenied.description,
-                message: "This agent serves uid \(options.uid) only; uid \(peer.uid) is refused.")
-            try? FrameIO.write(fd, refusal.encoded(), deadlineMilliseconds: 100)
-            SystemCall.close(fd)
-            return
+        // nil: the agent's own user, served in full; else what the policy grants this peer.
+        var grants: [AgentPolicy.Grant]?
+        if peer.uid != options.uid {
+            let found = options.policy.map { policy in
+                policy.grants(uid: peer.uid, gid: peer.gid, groups: (try? SystemCall.peerGroups(fd)) ?? [])
+            }
+            guard let found, !found.isEmpty else {
+                let reason = options.policy == nil ? "this agent serves uid \(options.uid) only" : "the agent's policy names neither it nor its groups"
+                log("vault agent: refused a connection from uid \(peer.uid) gid \(peer.gid) (pid \(peer.pid)): \(reason)")
+                let refusal = AgentResponse.failure(
+                    code: VaultError.Code.permissionDenied.description,
+                    message: options.policy == nil
+                        ? "This agent serves uid \(options.uid) only; uid \(peer.uid) is refused."
+                        : "The agent's policy grants uid \(peer.uid) nothing; uid \(peer.uid) is refused.")
+                try? FrameIO.write(fd, refusal.encoded(), deadlineMilliseconds: 100)
+                SystemCall.close(fd)
+                return
+            }
+            grants = found
         }
         let admitted = state.withLock { state -> Bool in
             guard state.connections < options.maximumConnections else { return false }
@@ -215,8 +231,8 @@ package final class AgentServer: Sendable {
             SystemCall.close(fd)
             return
         }
-        let thread = Thread { [self] in
-            serveConnection(fd)
+        let thread = Thread { [self, grants] in
+            serveConnection(fd, peer: peer, grants: grants)
             SystemCall.close(fd)
             state.withLock { $0.connections -= 1 }
         }
@@ -228,7 +244,7 @@ package final class AgentServer: Sendable {
         Int32(clamping: duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
     }
 
-    private func serveConnection(_ fd: Int32) {
+    private func serveConnection(_ fd: Int32, peer: SystemCall.PeerCredentials, grants: [AgentPolicy.Grant]?) {
         while !stopping {
             var body: [UInt8]
             do {
@@ -258,7 +274,12 @@ package final class AgentServer: Sendable {
             }
             // The passphrase of an unlock request is in `body` too: wipe it.
             body.wipe()
-            let response = answerBlocking(request)
+            let response: AgentResponse
+            if let grants {
+                response = answerGranted(request, peer: peer, grants: grants)
+            } else {
+                response = answerBlocking(request)
+            }
             do {
                 try FrameIO.write(fd, response.encoded(), deadlineMilliseconds: Self.milliseconds(options.requestDeadline))
             } catch {
@@ -270,6 +291,39 @@ package final class AgentServer: Sendable {
     private func refuse(_ fd: Int32, _ code: VaultError.Code, _ message: String) {
         log("vault agent: refused a request: \(message)")
         try? FrameIO.write(fd, AgentResponse.failure(code: code.description, message: message).encoded(), deadlineMilliseconds: 200)
+    }
+
+    /// What a peer of another uid, which the policy grants `grants`, is answered: the access token
+    /// of a granted entry, the status of the granted entries, and a refusal (logged, by uid, pid
+    /// and entry name, never a token) for everything else. The switch is exhaustive on purpose:
+    /// a new request kind does not compile until it says here what another uid may do with it.
+    private func answerGranted(_ request: AgentRequest, peer: SystemCall.PeerCredentials, grants: [AgentPolicy.Grant]) -> AgentResponse {
+        func refusal(_ what: String) -> AgentResponse {
+            log("vault agent: refused uid \(peer.uid) (pid \(peer.pid)) \(what): the agent's policy does not grant it")
+            return .failure(
+                code: VaultError.Code.permissionDenied.description,
+                message: "The agent's policy does not let uid \(peer.uid) \(what).")
+        }
+        switch request {
+        case .token(var token):
+            guard let key = try? token.key(), grants.allow(key) else {
+                return refusal("read \((try? token.key()).map { "\($0)" } ?? "that entry")")
+            }
+            // It cannot open the agent's vault itself, so which vault its own configuration
+            // names says nothing: it asks for this agent's.
+            token.vault = identity
+            return answerBlocking(.token(token))
+        case .status:
+            guard case .status(var status) = answerBlocking(.status) else { return refusal("see the status") }
+            status.entries.removeAll { entry in
+                (try? CredentialKey(service: entry.service, account: entry.account)).map { !grants.allow($0) } ?? true
+            }
+            return .status(status)
+        case .unlock:
+            return refusal("unlock the agent")
+        case .lock:
+            return refusal("lock the agent")
+        }
     }
 
     /// Runs ``answer(_:)`` from a connection's thread, which waits for it (the cooperative pool's

@@ -96,6 +96,25 @@ extension SystemCall {
         return PeerCredentials(pid: raw.0, uid: raw.1, gid: raw.2)
     }
 
+    /// `SO_PEERGROUPS` from `<asm-generic/socket.h>` (59; Linux 4.13 and later).
+    private static let peerGroupsOption: Int32 = 59
+
+    /// The supplementary groups the kernel recorded for a socket's peer when it connected
+    /// (`SO_PEERGROUPS`): what the connecting process had, not what /etc/group says now.
+    package static func peerGroups(_ fd: Int32) throws(Errno) -> [UInt32] {
+        var groups = [UInt32](repeating: 0, count: 64)
+        while true {
+            var length = socklen_t(groups.count * MemoryLayout<UInt32>.size)
+            let result = groups.withUnsafeMutableBytes { getsockopt(fd, SOL_SOCKET, peerGroupsOption, $0.baseAddress, &length) }
+            if result == 0 { return Array(groups.prefix(Int(length) / MemoryLayout<UInt32>.size)) }
+            let code = Errno.current
+            if code == Errno(rawValue: EINTR) { continue }
+            // ERANGE: `length` now says how much room the list needs.
+            guard code == Errno(rawValue: ERANGE), Int(length) > groups.count * MemoryLayout<UInt32>.size, length <= 65_536 * 4 else { throw code }
+            groups = [UInt32](repeating: 0, count: Int(length) / MemoryLayout<UInt32>.size)
+        }
+    }
+
     /// Waits until `fd` is readable (or writable) or `milliseconds` pass; true when it is ready
     /// (an error or hang-up counts as ready: the next call reports it).
     package static func wait(_ fd: Int32, forWriting: Bool = false, milliseconds: Int32) throws(Errno) -> Bool {
