@@ -76,7 +76,7 @@ package struct AgentPolicy: Sendable, Equatable {
         user: (String) -> UInt32? = AgentPolicy.userID(named:), group: (String) -> UInt32? = AgentPolicy.groupID(named:)
     ) throws {
         var grants: [Grant] = []
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (index, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }).enumerated() {
             let number = index + 1
             let line = Self.trimmed(raw)
             if line.isEmpty || line.hasPrefix("#") { continue }

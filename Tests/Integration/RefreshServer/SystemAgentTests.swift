@@ -1,0 +1,256 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
+import Foundation
+import Testing
+@testable import TokenVaultTestSupport
+import TokenVault
+
+import Glibc
+
+/// A system agent (`vault agent --policy`) as a server runs it: the agent owns the vault and its
+/// key; two real users of this machine, made here with useradd and removed afterwards, run real
+/// `vault` clients through `setpriv`. User A is granted one entry (and, through a group, a second
+/// one when its process has that group); user B is named nowhere. Neither can read the vault
+/// file or the key file, and neither's output ever holds a refresh token or the client secret.
+///
+/// Root is needed to make the users: Scripts/test runs as root in CI, and a skipped test fails it.
+@Suite(.serialized) struct SystemAgentTests {
+    struct User {
+        let name: String
+        let uid: UInt32
+        let gid: UInt32
+    }
+
+    /// Makes (or finds, after a crashed run) a system user with no home and no shell.
+    private static func user(_ name: String) async throws -> User {
+        if getpwnam(name) == nil {
+            let made = try await offPool {
+                try ChildProcess.run("/usr/sbin/useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], environment: [:])
+            }
+            #expect(made.status == 0 || getpwnam(name) != nil, "\(made)")
+        }
+        let account = try #require(getpwnam(name), "useradd \(name)")
+        return User(name: name, uid: account.pointee.pw_uid, gid: account.pointee.pw_gid)
+    }
+
+    private static func group(_ name: String) async throws -> UInt32 {
+        if getgrnam(name) == nil {
+            let made = try await offPool { try ChildProcess.run("/usr/sbin/groupadd", ["--system", name], environment: [:]) }
+            #expect(made.status == 0 || getgrnam(name) != nil, "\(made)")
+        }
+        return try #require(getgrnam(name), "groupadd \(name)").pointee.gr_gid
+    }
+
+    /// Runs `arguments` as `user` (real and effective uid and gid; supplementary groups exactly
+    /// `groups`) with a bare environment plus `environment`.
+    private func run(
+        as user: User, groups: [UInt32] = [], _ program: String, _ arguments: [String], environment: [String: String] = [:]
+    ) async throws -> ChildResult {
+        let groupArgument = groups.isEmpty ? "--clear-groups" : "--groups=\(groups.map(String.init).joined(separator: ","))"
+        var env = ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"]
+        env.merge(environment) { $1 }
+        let bare = env
+        return try await offPool {
+            try ChildProcess.run(
+                "/usr/bin/setpriv", ["--reuid=\(user.uid)", "--regid=\(user.gid)", groupArgument, "--", program] + arguments, environment: bare)
+        }
+    }
+
+    @Test func aPolicyGrantsOneUserOneEntryAndRefusesEverythingElse() async throws {
+        try #require(getuid() == 0, "this test creates users (useradd) and runs clients as them with setpriv; Scripts/test runs as root in CI")
+        let server = try TestOAuthServer.require()
+        let userA = try await Self.user("tv-sysagent-a")
+        let userB = try await Self.user("tv-sysagent-b")
+        let webGroup = try await Self.group("tv-sysagent-web")
+        defer {
+            // Synchronously, pass or fail: the users and group leave with the test.
+            for name in ["tv-sysagent-a", "tv-sysagent-b"] { _ = try? ChildProcess.run("/usr/sbin/userdel", [name], environment: [:]) }
+            _ = try? ChildProcess.run("/usr/sbin/groupdel", ["tv-sysagent-web"], environment: [:])
+        }
+        let granted = try CredentialKey(service: uniqueName("tv-sys-api"), account: "deploy")
+        let other = try CredentialKey(service: uniqueName("tv-sys-other"), account: "deploy")
+        let byGroup = try CredentialKey(service: uniqueName("tv-sys-web"), account: "default")
+        try await withVault(.encryptedFile, services: [granted.service, other.service, byGroup.service]) { scratch, vault in
+            // The granted entry: a confidential client's token, already expired, so that A's
+            // `get --fresh` makes the agent refresh it with the refresh token and the client
+            // secret, neither of which A may ever see.
+            let serverUser = uniqueName("sysagent")
+            var token = try await server.login(user: serverUser, confidential: true)
+            let refreshToken = try #require(token.refreshToken)
+            token.expiresAt = Date().addingTimeInterval(-5)
+            try await vault.saveToken(token, for: granted, registration: try server.confidentialClient())
+            let otherToken = OAuthToken(accessToken: "other-\(UUID().uuidString.prefix(8))", refreshToken: "other-refresh-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+            try await vault.saveToken(otherToken, for: other)
+            let groupToken = OAuthToken(accessToken: "group-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+            try await vault.saveToken(groupToken, for: byGroup)
+            let secrets = [refreshToken, TestOAuthServer.confidentialSecret, otherToken.accessToken, otherToken.refreshToken ?? "-"]
+
+            // The socket's directory: others may pass through and not write (0755); the socket 0666.
+            let directory = "/tmp/tv-sysagent-\(UUID().uuidString.prefix(8))"
+            #expect(mkdir(directory, 0o755) == 0 && chmod(directory, 0o755) == 0)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let policy = directory + "/policy"
+            let policyText = """
+                # the web app's user reads its API token; the web group reads the web entry
+                user \(userA.name)   \(granted.service)   deploy
+                group tv-sysagent-web   \(byGroup.service)
+                """
+            #expect(FileManager.default.createFile(atPath: policy, contents: Data(policyText.utf8), attributes: [.posixPermissions: 0o644]))
+            // Counted before the agent starts: its refresh ahead may get to the expired token
+            // before A asks; either way the server sees one refresh, the agent's.
+            let before = try await server.stats(user: serverUser)
+            let agent = try await AgentTests.RunningAgent(scratch, arguments: ["--policy", policy], socketDirectory: directory)
+            defer { agent.stop() }
+            #expect(try Self.mode(agent.socket) == 0o666)
+
+            // The `vault` binary, where the other users can run it.
+            let vaultBinary = try Self.installVault(in: directory)
+            let client = ["TOKEN_VAULT_AGENT_SOCKET": agent.socket]
+
+            // A reads its entry, refreshed through the agent (the server's count says so).
+            let fresh = try await run(as: userA, vaultBinary, ["get", granted.service, granted.account, "--fresh"], environment: client)
+            #expect(fresh.status == 0, "\(fresh)")
+            let served = fresh.stdoutText.trimmingCharacters(in: .newlines)
+            #expect(!served.isEmpty && served != token.accessToken, "A got the token the agent refreshed: \(fresh)")
+            let after = try await server.stats(user: serverUser)
+            #expect(after.refreshSucceeded == before.refreshSucceeded + 1, "one refresh, made by the agent")
+            let stored = try #require(try await vault.token(for: granted))
+            #expect(stored.accessToken == served)
+            // (The test server's tokens live 10 s: a plain get of one says it expires within 60 s.)
+            let plain = try await run(as: userA, vaultBinary, ["get", granted.service, granted.account, "--allow-expired"], environment: client)
+            #expect(plain.status == 0 && !plain.stdout.isEmpty, "\(plain)")
+
+            // A may not read another entry: refused (exit 1, permission denied), and logged.
+            let refused = try await run(as: userA, vaultBinary, ["get", other.service, other.account], environment: client)
+            #expect(refused.status == 1, "\(refused)")
+            #expect(refused.stderr.contains("does not let uid \(userA.uid) read"), "\(refused.stderr)")
+            try await eventually("the entry refusal in the agent's log") {
+                agent.logText.contains("refused uid \(userA.uid) (pid ") && agent.logText.contains("read \(other)")
+            }
+            // Nor unlock or lock the agent; the status it sees names only its own entries.
+            let lock = try await run(as: userA, vaultBinary, ["lock"], environment: client)
+            #expect(lock.status == 1 && lock.stderr.contains("lock the agent"), "\(lock)")
+            #expect(agent.process.isRunning)
+            let status = try await run(as: userA, vaultBinary, ["status"], environment: client)
+            #expect(!status.stdoutText.contains(other.service) && !status.stderr.contains(other.service), "\(status)")
+
+            // The group grant counts when A's process has the group (SO_PEERGROUPS), not otherwise.
+            let withGroup = try await run(as: userA, groups: [webGroup], vaultBinary, ["get", byGroup.service], environment: client)
+            #expect(withGroup.stdoutText == groupToken.accessToken + "\n", "\(withGroup)")
+            let withoutGroup = try await run(as: userA, vaultBinary, ["get", byGroup.service], environment: client)
+            #expect(withoutGroup.status == 1, "\(withoutGroup)")
+
+            // The whole answer A gets on the wire: the access token, never the refresh token or the secret.
+            let identity = AgentProtocol.vaultIdentity(of: try scratch.configuration(.encryptedFile))
+            let raw = try await run(as: userA, "/usr/bin/python3", ["-c", Self.rawClient, agent.socket, granted.service, granted.account, identity])
+            #expect(raw.stdoutText.contains(served), "\(raw)")
+
+            // A cannot read the vault file or its key, nor get the token around the agent.
+            for file in [scratch.vaultPath, scratch.keyFile] {
+                let read = try await run(as: userA, "/bin/cat", [file])
+                #expect(read.status != 0 && read.stdout.isEmpty, "A read \(file)")
+            }
+            let direct = try await run(
+                as: userA, vaultBinary, ["get", granted.service, granted.account],
+                environment: ["TOKEN_VAULT_AGENT": "off", "TOKEN_VAULT_BACKEND": "file", "TOKEN_VAULT_FILE": scratch.vaultPath, "TOKEN_VAULT_KEY_FILE": scratch.keyFile])
+            #expect(direct.status != 0 && direct.stdout.isEmpty, "\(direct)")
+            let json = try await run(as: userA, vaultBinary, ["get", granted.service, granted.account, "--json"], environment: client)
+            #expect(json.status != 0 && json.stdout.isEmpty, "--json goes direct, where A can read nothing: \(json)")
+
+            // B, named nowhere, is refused as it connects: exit 1, and the log says who.
+            for entry in [granted, other, byGroup] {
+                let b = try await run(as: userB, vaultBinary, ["get", entry.service, entry.account], environment: client)
+                #expect(b.status == 1 && b.stdout.isEmpty, "\(b)")
+                #expect(b.stderr.contains("grants uid \(userB.uid) nothing"), "\(b.stderr)")
+            }
+            try await eventually("B's refusal in the agent's log") {
+                agent.logText.contains("refused a connection from uid \(userB.uid)") && agent.logText.contains("policy names neither")
+            }
+            let rawB = try await run(as: userB, "/usr/bin/python3", ["-c", Self.rawClient, agent.socket, granted.service, granted.account, identity])
+            #expect(rawB.stdoutText.contains("permission-denied") && !rawB.stdoutText.contains(served), "\(rawB)")
+
+            // Nothing secret in any output A or B got, nor in the agent's log.
+            for result in [fresh, plain, refused, lock, status, withGroup, withoutGroup, raw, direct, json, rawB] {
+                for secret in secrets {
+                    #expect(!result.stdoutText.contains(secret) && !result.stderr.contains(secret), "a secret reached another user")
+                }
+            }
+            for secret in secrets + [served, groupToken.accessToken] {
+                #expect(!agent.logText.contains(secret), "the agent logged a secret")
+            }
+            // The agent's own user is served in full, as without a policy.
+            let own = try AgentClient(socketPath: agent.socket).token(for: other, fresh: false, vault: identity)
+            #expect(own.accessToken == otherToken.accessToken)
+        }
+    }
+
+    @Test func aPolicyFileThatIsUnsafeOrUnknownStopsTheAgent() async throws {
+        let key = try CredentialKey(service: uniqueName("tv-sys-bad"))
+        try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
+            try await vault.saveToken(OAuthToken(accessToken: "policy-\(UUID().uuidString.prefix(8))"), for: key)
+            let cases: [(text: String, mode: Int, words: String)] = [
+                ("user root svc\n", 0o666, "writable by its group or others"),
+                ("allow root svc\n", 0o644, "line 1: unknown key \"allow\""),
+                ("# a comment\nuser tv-no-such-user-here svc\n", 0o644, "line 2: there is no user"),
+                ("uid 12 svc acct extra\n", 0o644, "line 1: a grant has at most four fields"),
+                ("gid 12 s*v\n", 0o644, "* may only end a service name"),
+            ]
+            for (index, testCase) in cases.enumerated() {
+                let policy = scratch.path("policy-\(index)")
+                #expect(FileManager.default.createFile(atPath: policy, contents: Data(testCase.text.utf8)))
+                #expect(chmod(policy, mode_t(testCase.mode)) == 0)
+                var environment = scratch.environment(.encryptedFile)
+                environment["TOKEN_VAULT_AGENT_SOCKET"] = scratch.path("agent-\(index).sock")
+                let agentEnvironment = environment
+                let result = try await offPool {
+                    try ChildProcess.run(try Products.executable("vault"), ["agent", "--policy", policy], environment: agentEnvironment)
+                }
+                #expect(result.status == 1, "\(testCase.text): \(result)")
+                #expect(result.stderr.contains(testCase.words), "\(result.stderr)")
+                #expect(!FileManager.default.fileExists(atPath: scratch.path("agent-\(index).sock")), "the agent listened with a bad policy")
+            }
+            let link = scratch.path("policy-link")
+            #expect(symlink(scratch.path("policy-1"), link) == 0)
+            var environment = scratch.environment(.encryptedFile)
+            environment["TOKEN_VAULT_AGENT_SOCKET"] = scratch.path("agent-link.sock")
+            let linkEnvironment = environment
+            let linked = try await offPool { try ChildProcess.run(try Products.executable("vault"), ["agent", "--policy", link], environment: linkEnvironment) }
+            #expect(linked.status == 1 && linked.stderr.contains("symbolic link"), "\(linked)")
+        }
+    }
+
+    private static func mode(_ path: String) throws -> UInt32 {
+        var status = stat()
+        try #require(lstat(path, &status) == 0)
+        return UInt32(status.st_mode) & 0o7777
+    }
+
+    /// A copy of the `vault` binary in `directory` (0755), which the test users can reach; the
+    /// build directory may not be.
+    private static func installVault(in directory: String) throws -> String {
+        let target = directory + "/vault"
+        try FileManager.default.copyItem(atPath: try Products.executable("vault"), toPath: target)
+        #expect(chmod(target, 0o755) == 0)
+        return target
+    }
+
+    /// A raw protocol client: one token request, and every byte of the answer's body printed.
+    static let rawClient = """
+        import socket, struct, json, sys
+        s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+        body = bytes([1, 1]) + json.dumps({"service": sys.argv[2], "account": sys.argv[3], "fresh": False, "leeway": 60, "vault": sys.argv[4]}).encode()
+        try:
+            s.sendall(struct.pack(">I", len(body)) + body)
+        except BrokenPipeError:
+            pass
+        data = b""
+        try:
+            while len(data) < 4 or len(data) < 4 + struct.unpack(">I", data[:4])[0]:
+                chunk = s.recv(65536)
+                if not chunk: break
+                data += chunk
+        except ConnectionResetError:
+            pass
+        print(data[6:].decode())
+        """
+}
+#endif
