@@ -344,14 +344,20 @@ struct CrashDisk {
         }
     }
 
-    /// A hash of a state's names and bytes: distinct states are counted by it.
-    static func digest(_ state: State) -> Int {
+    /// A hash of a state's names and bytes: distinct states are counted by it. With
+    /// `dataOnly`, lock files (empty, never read: only `flock`ed) and their directories are left
+    /// out, so that states differing only in which lock files survived count once.
+    static func digest(_ state: State, dataOnly: Bool = false) -> Int {
         var hasher = Hasher()
-        for path in state.keys.sorted() {
+        for path in state.keys.sorted() where !dataOnly || !isLock(path) {
             hasher.combine(path)
             hasher.combine(state[path]!)
         }
         return hasher.finalize()
+    }
+
+    static func isLock(_ path: String) -> Bool {
+        path.hasSuffix(".lock") || path.hasSuffix(".locks")
     }
 }
 
