@@ -99,6 +99,15 @@ struct RecordLog {
             let check = UInt32(littleEndian: frameHeader.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
             guard check == ~length else {
                 if try source.isZero(from: position, to: end) { break }  // zero fill after a crash
+                // A frame header cut by the crash (it straddled a sector that reached the disk
+                // and one that did not, with the size already extended): it ends in zeros, and so
+                // does the rest of the file. A real header's last byte, the top byte of `~length`,
+                // is never zero, so this is never a complete record.
+                if frameHeader[SealedRecord.frameHeaderLength - 1] == 0,
+                    try source.isZero(from: position + Int64(SealedRecord.frameHeaderLength), to: end)
+                {
+                    break
+                }
                 throw damagedRecord(at: position, "has a damaged length field")
             }
             guard (SealedRecord.minimumSealedLength...SealedRecord.maximumSealedLength).contains(Int(length)) else {

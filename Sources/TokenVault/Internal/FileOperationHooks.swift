@@ -13,6 +13,8 @@ enum FileOperation: Sendable, Equatable {
     case sync(path: String)
     case syncDirectory(path: String)
     case rename(from: String, to: String)
+    /// `renameat2` with `RENAME_EXCHANGE`: each name then holds what the other held.
+    case exchange(first: String, second: String)
     case unlink(path: String)
     case makeDirectory(path: String)
 
@@ -23,6 +25,7 @@ enum FileOperation: Sendable, Equatable {
             .syncDirectory(let path), .unlink(let path), .makeDirectory(let path):
             [path]
         case .rename(let from, let to): [from, to]
+        case .exchange(let first, let second): [first, second]
         }
     }
 }

@@ -242,7 +242,7 @@ package enum SystemCall {
     /// Throws `EINVAL` (or `ENOSYS`) where the file system or C library cannot.
     package static func exchange(_ first: String, _ second: String) throws(Errno) {
         guard let renameat2 = Renameat2.function else { throw Errno.invalidArgument }
-        try hooked(.rename(from: first, to: second)) {
+        try hooked(.exchange(first: first, second: second)) {
             renameat2(Renameat2.currentDirectory, first, Renameat2.currentDirectory, second, Renameat2.exchange)
         }
     }
