@@ -301,6 +301,22 @@ package final class AgentServer: Sendable {
                     return .failure(code: VaultError.Code.locked.description, message: "The agent's vault is locked; vault unlock unlocks it.")
                 }
                 return .token(try await serve(request, from: vault))
+            case .proof(let request):
+                // The token as a token request gets it, and a proof signed here: the key stays in the agent.
+                guard request.token.vault == identity else {
+                    return .failure(code: AgentResponse.notThisVault, message: "This agent serves \(identity), not \(request.token.vault).")
+                }
+                state.withLock { $0.lastUse = SystemCall.monotonicMilliseconds }
+                guard let vault = try await openVault() else {
+                    return .failure(code: VaultError.Code.locked.description, message: "The agent's vault is locked; vault unlock unlocks it.")
+                }
+                let token = try await serve(request.token, from: vault)
+                guard token.tokenType.caseInsensitiveCompare("DPoP") == .orderedSame, let url = URL(string: request.url) else {
+                    return .authorization(AgentAuthorization(token: token, dpopProof: nil))
+                }
+                let proof = try await vault.dpopProof(
+                    for: try request.token.key(), method: request.method, url: url, accessToken: token.accessToken, nonce: request.nonce)
+                return .authorization(AgentAuthorization(token: token, dpopProof: proof))
             case .status:
                 return .status(status())
             case .unlock(let passphrase):
