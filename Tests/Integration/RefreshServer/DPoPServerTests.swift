@@ -251,6 +251,42 @@ extension DPoPServerTests {
     }
 }
 
+extension AgentTests {
+    /// The agent signs DPoP proofs for its clients (the `proof` request): each answer's two fields
+    /// are accepted by the real verifier, a new proof each time; the client never holds the key,
+    /// and neither the answers nor the agent's log show it.
+    @Test func theAgentSignsDPoPProofsForItsClientsAndKeepsTheKey() async throws {
+        DPoP.install()
+        let server = try TestOAuthServer.require()
+        let user = uniqueName("agent-dpop")
+        let key = try CredentialKey(service: uniqueName("tv-agent-dpop"), account: "acct")
+        try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
+            let dpopKey = try DPoPKey.generate()
+            let token = try await DPoPServerTests.login(server, user: user, key: dpopKey)
+            try await vault.saveToken(token, for: key, registration: try server.publicClient(), dpopKey: dpopKey)
+            let privateKey = dpopKey.privateKey.withUnsafeBytes { Base64URL.encode($0) }
+            let agent = try await RunningAgent(scratch)
+            defer { agent.stop() }
+            let client = AgentClient(socketPath: agent.socket)
+            let identity = AgentProtocol.vaultIdentity(of: try scratch.configuration(.encryptedFile))
+            let me = server.url.appendingPathComponent("api/me")
+            var proofs: Set<String> = []
+            for _ in 0..<2 {
+                let answer = try client.authorization(for: key, method: "GET", url: me, vault: identity)
+                let proof = try #require(answer.dpopProof)
+                proofs.insert(proof)
+                #expect(answer.token.tokenType == "DPoP" && answer.fields.first?.value == "DPoP \(token.accessToken)")
+                #expect(try await DPoPServerTests.get(me, answer.fields.map { ($0.name, $0.value) }).status == 200)
+                #expect(!proof.contains(privateKey) && !"\(answer)".contains(token.accessToken))
+            }
+            #expect(proofs.count == 2, "a new proof for each request")
+            #expect(!agent.logText.contains(privateKey) && !agent.logText.contains(token.accessToken))
+            let stats = try await DPoPServerTests.stats(server, user: user)
+            #expect(DPoPServerTests.count(stats, "dpop_resource_requests") == 2 && DPoPServerTests.count(stats, "dpop_proofs_refused") == 0, "\(stats)")
+        }
+    }
+}
+
 extension RefreshCrossProcessTests {
     /// N processes (refresh-stress, each of 8 tasks) find a DPoP-bound entry expired: one refresh
     /// at the server, signed with the entry's own key, and every caller gets its token.
