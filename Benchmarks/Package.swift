@@ -22,6 +22,8 @@ let package = Package(
                 .product(name: "TokenVault", package: "TokenVault"),
                 // The authorized-request benchmark goes through the URLSession adapter.
                 .product(name: "TokenVaultURLSession", package: "TokenVault"),
+                // The DPoP benchmark (issue 32) signs with it; the CLI trait enables DPoP.
+                .product(name: "TokenVaultDPoP", package: "TokenVault"),
             ],
             swiftSettings: [
                 .enableUpcomingFeature("ExistentialAny"),

@@ -1,3 +1,4 @@
+import Foundation
 public import TokenVault
 
 /// The property of FuzzAgentProtocol: arbitrary bytes as what arrives on the agent's socket
@@ -81,6 +82,12 @@ public enum AgentProtocolProperty: Sendable {
             ("lock-request", AgentRequest.lock.encoded()),
             ("token-response", AgentResponse.token(token).encoded()),
             ("status-response", AgentResponse.status(status).encoded()),
+            ("proof-request", AgentRequest.proof(AgentProofRequest(
+                token: AgentTokenRequest(key: key, fresh: true, vault: "auto /tmp/v"), method: "GET",
+                url: URL(string: "https://api.example.com/me")!, nonce: "n-1")).encoded()),
+            ("proof-response", AgentResponse.authorization(AgentAuthorization(
+                token: AgentToken(accessToken: "fuzz-access", tokenType: "DPoP", expiresAt: nil, scope: nil, fresh: true),
+                dpopProof: "eyJ0.eyJ0.c2ln")).encoded()),
             ("done-response", AgentResponse.done.encoded()),
             ("failure-response", AgentResponse.failure(code: "not-found", message: "No token.").encoded()),
             ("other-version", AgentResponse.done.encoded(version: 2)),

@@ -3,10 +3,12 @@ public import AsyncHTTPClient
 public import NIOCore
 import NIOHTTP1
 public import TokenVault
+import Foundation
 
 extension HTTPClient {
     /// Sends `request` with the fresh access token of `authorizer`'s entry in its `Authorization`
-    /// field, and, if the server refuses the token (HTTP 401, or `WWW-Authenticate: Bearer
+    /// field (and, for a DPoP-bound entry, `Authorization: DPoP …` with a `DPoP` proof for this
+    /// request, meeting a nonce challenge once), and, if the server refuses the token (HTTP 401, or `WWW-Authenticate: Bearer
     /// error="invalid_token"`), refreshes the entry once (``TokenAuthorizer`` shares one refresh
     /// among every caller refused with the same token) and sends it once more.
     ///
@@ -26,14 +28,20 @@ extension HTTPClient {
     public func execute(
         _ request: HTTPClientRequest, authorizedBy authorizer: TokenAuthorizer, timeout: TimeAmount
     ) async throws -> HTTPClientResponse {
-        try await authorizer.send(
-            { authorization in
+        guard let url = URL(string: request.url) else {
+            throw VaultError(.invalidInput, "The request's URL could not be read, so no DPoP proof or token was attached.")
+        }
+        return try await authorizer.send(
+            method: request.method.rawValue, url: url,
+            { fields in
                 var authorized = request
-                authorized.headers.replaceOrAdd(name: "Authorization", value: authorization)
+                for field in fields { authorized.headers.replaceOrAdd(name: field.name, value: field.value) }
                 return try await self.execute(authorized, timeout: timeout)
             },
-            rejectsToken: { response in
-                TokenAuthorizer.rejectsToken(status: Int(response.status.code), challenges: response.headers["WWW-Authenticate"])
+            answer: { response in
+                TokenAuthorizer.Answer(
+                    status: Int(response.status.code), challenges: response.headers["WWW-Authenticate"],
+                    dpopNonce: response.headers.first(name: "DPoP-Nonce"))
             },
             discard: { response in
                 _ = try? await response.body.collect(upTo: 64 * 1024)

@@ -7,8 +7,9 @@ public import TokenVault
 
 extension URLSession {
     /// Sends `request` with the fresh access token of `authorizer`'s entry in its `Authorization`
-    /// field, and, if the server refuses the token (HTTP 401, or `WWW-Authenticate: Bearer
-    /// error="invalid_token"`), refreshes the entry once (``TokenAuthorizer`` shares one refresh
+    /// field (and, for a DPoP-bound entry, `Authorization: DPoP …` with a `DPoP` proof for this
+    /// request, meeting a nonce challenge once), and, if the server refuses the token (HTTP 401,
+    /// or `WWW-Authenticate: Bearer error="invalid_token"`), refreshes the entry once (``TokenAuthorizer`` shares one refresh
     /// among every caller refused with the same token) and sends it once more.
     ///
     /// ```swift
@@ -20,16 +21,20 @@ extension URLSession {
     /// - Throws: what `data(for:)` throws, and the vault's ``VaultError`` (`reauthenticationRequired`
     ///   when the grant is gone and only a new login helps).
     public func data(for request: URLRequest, authorizedBy authorizer: TokenAuthorizer) async throws -> (Data, URLResponse) {
-        try await authorizer.send(
-            { authorization in
+        guard let url = request.url else { return try await data(for: request) }
+        return try await authorizer.send(
+            method: request.httpMethod ?? "GET", url: url,
+            { fields in
                 var authorized = request
-                authorized.setValue(authorization, forHTTPHeaderField: "Authorization")
+                for field in fields { authorized.setValue(field.value, forHTTPHeaderField: field.name) }
                 return try await self.data(for: authorized)
             },
-            rejectsToken: { answer in
-                guard let response = answer.1 as? HTTPURLResponse else { return false }
+            answer: { answer in
+                guard let response = answer.1 as? HTTPURLResponse else { return TokenAuthorizer.Answer(status: 0, challenges: []) }
                 let challenge = response.value(forHTTPHeaderField: "WWW-Authenticate")
-                return TokenAuthorizer.rejectsToken(status: response.statusCode, challenges: challenge.map { [$0] } ?? [])
+                return TokenAuthorizer.Answer(
+                    status: response.statusCode, challenges: challenge.map { [$0] } ?? [],
+                    dpopNonce: response.value(forHTTPHeaderField: "DPoP-Nonce"))
             })
     }
 }

@@ -119,6 +119,8 @@ enum FastPath {
         command.http = http
         command.header = flags.contains("header")
         command.rejectedTokenFile = nil
+        command.url = nil  // --url and --method (a DPoP proof's request) go to ArgumentParser
+        command.method = nil
         // ArgumentParser validates each option group and then the command; a line that fails
         // goes to it, so that the error is reported in its words (exit 64).
         do {

@@ -17,7 +17,7 @@ extension VaultCommand.Get {
         case "dpop":
             throw VaultError(
                 .invalidInput,
-                "The token for \(key) is a DPoP token: each request needs a DPoP proof besides the header, which --header cannot give. Use the TokenVault library's DPoP support.")
+                "The token for \(key) is a DPoP token: each request needs a DPoP proof signed for it. Give the request's URL (--header --url URL [--method M]) and vault prints both header lines for it.")
         default:
             return "Authorization: \(token.tokenType) \(token.accessToken)"
         }

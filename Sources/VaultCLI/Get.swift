@@ -15,6 +15,13 @@ extension VaultCommand {
 
                   vault get github --fresh --header | curl -H @- https://api.github.com/user
 
+                A DPoP-bound entry (vault login --dpop) needs a proof signed for each request: \
+                --header with --url (and --method, default GET) prints both lines, \
+                Authorization: DPoP TOKEN and DPoP: PROOF, for that one request; the key never \
+                leaves the vault:
+
+                  vault get api --fresh --header --url https://api.example.com/me | curl -H @- https://api.example.com/me
+
                 To hand a token to a program in its environment, use vault run.
 
                 A token that has expired, or expires within 60 seconds, exits with code 3 and prints \
@@ -45,6 +52,15 @@ extension VaultCommand {
 
         @Option(
             help: ArgumentHelp(
+                "With --header: the URL of the request, for the DPoP proof of a DPoP-bound entry (its query is not signed).",
+                valueName: "url"))
+        var url: String?
+
+        @Option(help: ArgumentHelp("With --url: the request's method (default GET).", valueName: "method"))
+        var method: String?
+
+        @Option(
+            help: ArgumentHelp(
                 "A file (- for stdin) holding the access token a server refused: refresh unless the vault already holds a newer one (implies --fresh).",
                 valueName: "path"), completion: .file())
         var rejectedTokenFile: String?
@@ -56,13 +72,17 @@ extension VaultCommand {
         func validate() throws {
             try global.validateConfiguration()
             if header && json { throw ValidationError("Give --header or --json, not both.") }
+            if url != nil || method != nil {
+                guard header else { throw ValidationError("--url and --method go with --header.") }
+                guard url.flatMap(URL.init(string:))?.host != nil else { throw ValidationError("--url must be an http(s) URL.") }
+            }
         }
 
         func run() async throws {
             let key = try entry.key()
             // The agent first (it hands out no refresh token, so --json, which prints one, and a
             // rejected token's refresh go direct); when it does not answer, exactly as without it.
-            if !json, rejectedTokenFile == nil {
+            if !json, rejectedTokenFile == nil, url == nil {
                 let answer: (token: AgentToken, socket: String)?
                 do {
                     answer = try AgentCLI.token(for: key, fresh: fresh, global: global)
@@ -98,7 +118,26 @@ extension VaultCommand {
             guard let token = stored else {
                 throw VaultError.nothingStored(for: key)
             }
+            if let url = url.flatMap(URL.init(string:)), token.tokenType.caseInsensitiveCompare("DPoP") == .orderedSame {
+                try checkExpiry(token, refreshed: refreshed, key: key)
+                // The proof is signed here, for this request; the key stays in the vault.
+                let proof = try await vault.dpopProof(
+                    for: key, method: (method ?? "GET").uppercased(), url: url, accessToken: token.accessToken)
+                try Output.line("Authorization: DPoP \(token.accessToken)\nDPoP: \(proof)")
+                return
+            }
             try emit(token, refreshed: refreshed, key: key)
+        }
+
+        /// Throws `expired` for a token past (or within the leeway of) its expiry, unless allowed.
+        private func checkExpiry(_ token: OAuthToken, refreshed: Bool, key: CredentialKey) throws {
+            let now = Date()
+            // A token --fresh just got from the server is as fresh as the server makes them.
+            let expired = token.isExpired(at: now, leeway: refreshed ? 0 : Self.leeway)
+            if expired && !allowExpired {
+                throw VaultError.staleToken(
+                    token, for: key, leeway: Self.leeway, now: now, advice: "; refresh it, or use --allow-expired to print it anyway.")
+            }
         }
 
         static func notAToken(_ error: VaultError, key: CredentialKey) -> VaultError {
@@ -112,12 +151,7 @@ extension VaultCommand {
         /// path, or the agent keeps it fresh, so it is as fresh as the server makes them).
         private func emit(_ token: OAuthToken, refreshed: Bool, key: CredentialKey) throws {
             let now = Date()
-            // A token --fresh just got from the server is as fresh as the server makes them.
-            let expired = token.isExpired(at: now, leeway: refreshed ? 0 : Self.leeway)
-            if expired && !allowExpired {
-                throw VaultError.staleToken(
-                    token, for: key, leeway: Self.leeway, now: now, advice: "; refresh it, or use --allow-expired to print it anyway.")
-            }
+            try checkExpiry(token, refreshed: refreshed, key: key)
             if header {
                 try Output.line(try Self.authorizationHeader(for: token, key: key))
                 return

@@ -95,6 +95,19 @@ extension VaultCommand {
         @Flag(help: "Print the requests the login would make (never a secret), and do nothing.")
         var dryRun = false
 
+        @Flag(
+            help: ArgumentHelp(
+                "Bind the tokens to a DPoP key (RFC 9449) made for this login and sealed in the entry: every token and resource request is signed with it, and a copied token is useless without it."
+            ))
+        var dpop = false
+
+        @Option(
+            name: .customLong("dpop-alg"),
+            help: ArgumentHelp(
+                "With --dpop: ES256 or EdDSA (default: ES256, or what the issuer's dpop_signing_alg_values_supported offers).",
+                valueName: "alg"))
+        var dpopAlgorithm: String?
+
         /// The preset: --provider, or SERVICE's name when no endpoint is given.
         func preset() throws -> LoginPreset? {
             if let provider {
@@ -156,6 +169,10 @@ extension VaultCommand {
             _ = try authorizationParameters(preset)
             _ = try fixedRedirect(preset)
             guard timeout > 0 else { throw ValidationError("--timeout must be a positive number of seconds.") }
+            if let dpopAlgorithm {
+                guard dpop else { throw ValidationError("--dpop-alg goes with --dpop.") }
+                guard DPoPAlgorithm(named: dpopAlgorithm) != nil else { throw ValidationError("--dpop-alg must be ES256 or EdDSA.") }
+            }
             guard deviceURL == nil || authorizeURL == nil else {
                 throw ValidationError("Give at most one of --device-url (device grant) or --authorize-url (browser login).")
             }
@@ -182,7 +199,7 @@ extension VaultCommand {
 
         func run() async throws {
             let key = try entry.key()
-            let client = try http.client()
+            var client = try http.client()
             let environment = ProcessInfo.processInfo.environment
             let preset = try self.preset()
             // The preset fills in what the command line leaves out; what is given wins.
@@ -251,6 +268,17 @@ extension VaultCommand {
             // Open (or create) the vault first: a passphrase is asked before the login, and a vault
             // that cannot be opened fails before the user approves anything.
             let vault = try await global.openVault()
+            if dpop {
+                // A new key for a new grant: made here, sealed with the token, never shown.
+                guard
+                    let algorithm = dpopAlgorithm.flatMap(DPoPAlgorithm.init(named:))
+                        ?? DPoPAlgorithm.preferred(among: registration.metadata?.dpopSigningAlgValuesSupported)
+                else {
+                    throw VaultError(
+                        .configurationError, "The issuer's metadata lists no DPoP algorithm TokenVault signs with (ES256, EdDSA).")
+                }
+                client.dpopKey = try DPoPKey.generate(algorithm)
+            }
             let token: OAuthToken
             if let deviceEndpoint {
                 let authorization = try await client.startDeviceAuthorization(
@@ -274,7 +302,11 @@ extension VaultCommand {
             } else {
                 throw ValidationError("Give --device-url or --authorize-url.")
             }
-            try await vault.saveToken(token, for: key, registration: registration)
+            try await vault.saveToken(token, for: key, registration: registration, dpopKey: client.dpopKey)
+            if let dpopKey = client.dpopKey, token.tokenType.caseInsensitiveCompare("DPoP") != .orderedSame {
+                try Output.note(
+                    "The server answered with a \(token.tokenType) token, not a DPoP-bound one: it did not bind the grant to the key (jkt \(dpopKey.thumbprint)).")
+            }
             let expiry = token.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no known expiry"
             try Output.note("Logged in; saved the token for \(key) (\(expiry)) in the \(vault.selection.backend) backend.")
         }

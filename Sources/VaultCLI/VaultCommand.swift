@@ -2,6 +2,7 @@
 import ArgumentParser
 import Dispatch
 import TokenVault
+import TokenVaultDPoP
 
 struct VaultCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -21,7 +22,7 @@ struct VaultCommand: AsyncParsableCommand {
             \(ExitStatus.helpTable)
             """,
         version: TokenVaultVersion.current,
-        subcommands: [SetToken.self, Get.self, List.self, Delete.self, Status.self, Migrate.self, Rekey.self, Copy.self, Login.self, Logout.self, Refresh.self, Run.self, GitCredential.self, Agent.self, Unlock.self, Lock.self]
+        subcommands: [SetToken.self, Get.self, List.self, Delete.self, Status.self, Migrate.self, Rekey.self, Copy.self, Login.self, Logout.self, Refresh.self, RotateDPoPKey.self, Run.self, GitCredential.self, Agent.self, Unlock.self, Lock.self]
     )
 
     /// The global options, accepted before the subcommand as git, docker and kubectl users type
@@ -48,6 +49,8 @@ struct VaultCommand: AsyncParsableCommand {
         do {
             // Before anything reads a secret: no core dump of this process may hold one.
             try ProcessHardening.disableCoreDumps()
+            // DPoP-bound entries sign with swift-crypto (one registration, no work until a proof).
+            DPoP.install()
             switch FastPath.parse(Array(CommandLine.arguments.dropFirst())) {
             case .version?:
                 try Output.line(TokenVaultVersion.current)

@@ -1,5 +1,6 @@
-// The `vault` command without the PostgreSQL backend: postgres-nio, NIO and BoringSSL are not in
-// this binary, so a file or Secret Service command starts without loading them. A command whose
+// The `vault` command without the PostgreSQL backend: postgres-nio and NIO are not in this binary,
+// so a file or Secret Service command starts without loading them (swift-crypto is, for DPoP
+// proofs, used only when an entry is DPoP-bound). A command whose
 // backend plan names postgres is handed over to `vault-postgres` (VaultCLI's BackendHandoff).
 #if CLI
 import VaultCLI

@@ -68,11 +68,62 @@ memory and every client is public. What it does, and what the tests rely on:
 * /stats also counts the refresh requests that a fault answered (``faults_served``), the
   device polls per user code (``GET /device/stats?user_code=``), and gives the arrival times of a
   user's refresh requests (``refresh_times``), so tests can check back-off server-side.
+* DPoP (RFC 9449; the checks are in dpop.py, the JOSE work is joserfc's on cryptography, nothing
+  hand-written). Discovery documents (own issuer and tenants) list
+  ``dpop_signing_alg_values_supported: ["ES256", "EdDSA"]``.
+
+  - Proofs. A proof is one ``DPoP`` header (two or more are refused) holding a compact JWS with
+    ``typ`` ``dpop+jwt``, ``alg`` ES256 (a P-256 ``jwk``) or EdDSA (an Ed25519 ``jwk``), never
+    none/HS*/RS*; its ``jwk`` header is a public key (a private member such as ``d`` is refused) and
+    the signature verifies with it; ``htm`` is the request's method; ``htu`` is the URL the client
+    used, compared on scheme, host, port (default ports filled in) and path, query and fragment
+    ignored; ``iat`` within 60 s of the server's clock either way; ``jti`` a non-empty string not seen
+    before (the replay cache keeps a jti until its iat is out of the window, then forgets it; one
+    cache for the token endpoint and the resources); at a resource, ``ath`` is base64url(SHA-256(the
+    ASCII access token)), unpadded. A nonce, when the user must use one, is checked after the
+    signature and claims (so a bad proof is ``invalid_dpop_proof`` even without a nonce), and the
+    jti is recorded only when every check passed.
+  - Token endpoint, every grant (password, refresh_token, authorization_code, device_code): a
+    request with a ``DPoP`` header has its proof checked. A bad proof: 400
+    ``{"error": "invalid_dpop_proof", "error_description": "<fixed sentence, no token values>"}``.
+    A good one: the answer has ``token_type: "DPoP"`` and the token family (every access and
+    refresh token descended from that grant) is bound to the key's RFC 7638 SHA-256 thumbprint
+    (base64url, no padding), from then on. A refresh of a bound family needs a valid proof by the
+    same key; without one, or with another key's, it is 400 ``invalid_dpop_proof`` and nothing is
+    spent, rotated or revoked (authlib never sees the request). A refresh of an unbound family with
+    a proof binds the family from then on. Without a ``DPoP`` header and an unbound grant,
+    everything is as before (Bearer). Requests refused or challenged for DPoP are counted in the
+    ``dpop_*`` counters only (not in refresh_requests/refresh_rejected).
+  - Nonces. ``POST /faults`` with ``kind=dpop_nonce`` makes the server require its nonce in that
+    user's proofs from then on, at the token endpoint (the user of a password grant is the form's
+    ``username``; of a refresh the refresh token's; of a code or device code its record's) and at
+    the resources. One server-wide nonce, replaced every 300 s (dpop.NONCE_LIFETIME) and at once by
+    ``kind=dpop_nonce_rotate`` (any user; for tests of a stale nonce); only the current one is
+    accepted. A missing or stale nonce: the token endpoint answers 400 ``{"error": "use_dpop_nonce",
+    "error_description": ...}`` with ``DPoP-Nonce: <nonce>``; a resource answers 401 with
+    ``WWW-Authenticate: DPoP error="use_dpop_nonce"`` and ``DPoP-Nonce``. Every answer to such a
+    user's DPoP request (successes and refusals) carries the current ``DPoP-Nonce``.
+  - Resources ``GET /api/me`` and ``GET /api/data`` (and ``/api/held/ID``): a bound access token
+    must come as ``Authorization: DPoP <token>`` with a proof (``htm`` GET, ``htu`` the resource
+    URL, ``ath``, the token's key, a new jti). Refusals are 401: ``WWW-Authenticate: DPoP
+    error="invalid_token"`` for a bound token sent as Bearer, a proof by another key, an unbound
+    token sent as DPoP, or an unknown/expired/revoked token sent as DPoP; ``DPoP
+    error="invalid_dpop_proof"`` for a missing, malformed or replayed proof or a wrong
+    htm/htu/iat/ath. Bearer requests with unbound tokens, the Bearer challenge and the
+    resource_reject/resource_expire_after faults are as before. At /api/data a request refused for
+    DPoP is not counted in resource_requests/resource_rejected (a bound token that passed its proof
+    is, as a Bearer one is). ``POST /introspect`` of a bound token says ``token_type: "DPoP"`` and
+    ``cnf: {"jkt": ...}``.
+  - ``/stats?user=NAME`` adds ``dpop_token_requests`` (token requests with a DPoP header),
+    ``dpop_nonce_challenges`` (``use_dpop_nonce`` answers, token endpoint and resources),
+    ``dpop_proofs_refused`` (every refusal for DPoP: bad, missing or replayed proof, another key,
+    bound token as Bearer), ``dpop_resource_requests`` (resource requests with the DPoP scheme) and
+    ``dpop_jkt`` (the thumbprint of the user's latest bound family, a public value; null if none).
 
 ``GET /history?user=NAME`` (history.py) lists the user's password and refresh requests with
 fingerprints of the tokens presented and issued, and where each came from (Scripts/fleet).
 
-It never logs token values: request logging is off, and /stats reports only counts.
+It never logs token values or proofs: request logging is off, and /stats reports only counts.
 """
 
 import argparse
@@ -97,9 +148,10 @@ from authlib.oauth2.rfc8628 import (
     DeviceCodeGrant,
     DeviceCredentialDict,
 )
-from flask import Flask, jsonify, request
+from flask import Flask, g, jsonify, request
 from werkzeug.serving import make_server
 
+import dpop
 import history
 import providers
 
@@ -172,6 +224,8 @@ class Token(TokenMixin):
         # Set when a resource_expire_after fault ended this access token early.
         self.access_expired = False
         self.spent_at = None
+        # The RFC 7638 thumbprint of the DPoP key this token (its family) is bound to, or None.
+        self.jkt = None
 
     def check_client(self, client):
         return client.get_client_id() == self.client_id
@@ -226,6 +280,10 @@ class State:
         self.resource_faults = {}
         # user name -> expires_in of the access tokens issued to the user from now on
         self.lifetimes = {}
+        # users whose token and resource requests must carry the server's DPoP nonce
+        self.dpop_nonce_users = set()
+        # user name -> thumbprint of the DPoP key of the user's latest bound token family
+        self.dpop_jkt = {}
 
     def counters(self, user):
         return self.stats.setdefault(
@@ -246,6 +304,10 @@ class State:
                 "reused_within_interval": 0,
                 "resource_requests": 0,
                 "resource_rejected": 0,
+                "dpop_token_requests": 0,
+                "dpop_nonce_challenges": 0,
+                "dpop_proofs_refused": 0,
+                "dpop_resource_requests": 0,
             },
         )
 
@@ -257,6 +319,7 @@ class State:
 
 
 STATE = State()
+DPOP = dpop.Verifier()
 
 
 def query_client(client_id):
@@ -279,11 +342,18 @@ def save_token(fields, oauth_request):
             family = previous.family
         else:
             family = uuid.uuid4().hex
-            STATE.families[family] = {"user": user, "revoked": False}
+            STATE.families[family] = {"user": user, "revoked": False, "jkt": None}
         if user in STATE.lifetimes:
             # The same dict is the response's body: the client is told this lifetime too.
             fields["expires_in"] = STATE.lifetimes[user]
+        # A token request with a valid DPoP proof (checked in handle_token) binds the family to the key.
+        jkt = g.get("dpop_jkt")
+        if jkt is not None:
+            STATE.families[family]["jkt"] = jkt
+            STATE.dpop_jkt[user] = jkt
+            fields["token_type"] = "DPoP"
         token = Token(fields, user, oauth_request.client.get_client_id(), family)
+        token.jkt = STATE.families[family]["jkt"]
         STATE.by_access[token.access_token] = token
         if token.refresh_token:
             STATE.by_refresh[token.refresh_token] = token
@@ -452,6 +522,7 @@ def metadata_for(issuer):
         "grant_types_supported": GRANT_TYPES,
         "response_types_supported": ["code"],
         "code_challenge_methods_supported": ["S256"],
+        "dpop_signing_alg_values_supported": dpop.ALGORITHMS,
     }
 
 
@@ -539,7 +610,8 @@ def create_app(expires_in):
         kind = request.form.get("kind", "")
         if not user or kind not in (
             "status500", "status503", "status429", "html", "hang", "silent", "no_rotation", "hostile_error", "revoke_error",
-            "revoke_silent", "reuse_interval", "resource_reject", "resource_expire_after", "lifetime",
+            "revoke_silent", "reuse_interval", "resource_reject", "resource_expire_after", "lifetime", "dpop_nonce",
+            "dpop_nonce_rotate",
         ) + PASS_THROUGH_FAULTS:
             return jsonify(error="need user and a known kind"), 400
         with STATE_LOCK:
@@ -549,6 +621,10 @@ def create_app(expires_in):
                 STATE.reuse_interval[user] = float(request.form.get("seconds", "10"))
             elif kind == "lifetime":
                 STATE.lifetimes[user] = int(request.form.get("seconds", "3600"))
+            elif kind == "dpop_nonce":
+                STATE.dpop_nonce_users.add(user)
+            elif kind == "dpop_nonce_rotate":
+                DPOP.rotate_nonce()
             elif kind == "resource_reject":
                 faults = STATE.resource_faults.setdefault(user, {"reject": 0, "expire_after": None})
                 faults["reject"] += int(request.form.get("count", "1"))
@@ -613,7 +689,73 @@ def create_app(expires_in):
             response = spoil(response, fault["kind"])
         return response
 
+    def token_request_user():
+        """The user a token request is for, if the server knows it yet (None for a pending device code)."""
+        grant_type = request.form.get("grant_type")
+        if grant_type == "password":
+            return request.form.get("username") or None
+        if grant_type == "refresh_token":
+            known = STATE.by_refresh.get(request.form.get("refresh_token", ""))
+            return known.user if known is not None else None
+        if grant_type == "authorization_code":
+            code = STATE.codes.get(request.form.get("code", ""))
+            return code.user if code is not None else None
+        if grant_type == DEVICE_CODE_GRANT_TYPE:
+            credential = STATE.device_codes.get(request.form.get("device_code", ""))
+            grant = STATE.user_grants.get(credential["user_code"]) if credential is not None else None
+            return grant[0] if grant else None
+        return None
+
+    def dpop_token_refusal(user, bound_jkt):
+        """Checks the token request's DPoP proof (RFC 9449 §5). Returns None and sets g.dpop_jkt to the
+        key's thumbprint (the issued tokens are bound to it), or returns the 400 answer. `bound_jkt` is
+        the key the refreshed grant is bound to: then a proof with that key is required."""
+        headers = request.headers.getlist("DPoP")
+        counters = STATE.counters(user) if user is not None else None
+        nonce_required = user in STATE.dpop_nonce_users
+        if headers and counters is not None:
+            counters["dpop_token_requests"] += 1
+        extra = {"DPoP-Nonce": DPOP.current_nonce()} if nonce_required else {}
+        try:
+            if not headers:
+                raise dpop.ProofError("the refresh token is bound to a DPoP key: a DPoP proof is required")
+            claims, jkt = DPOP.check(headers, request.method, request.url, nonce_required=nonce_required)
+            if bound_jkt is not None and jkt != bound_jkt:
+                raise dpop.ProofError("the refresh token is bound to another DPoP key")
+            DPOP.record(claims)
+        except dpop.NonceError as error:
+            if counters is not None:
+                counters["dpop_nonce_challenges"] += 1
+            body = {"error": "use_dpop_nonce", "error_description": str(error)}
+            return jsonify(body), 400, dict(extra, **{"Cache-Control": "no-store"})
+        except dpop.ProofError as error:
+            if counters is not None:
+                counters["dpop_proofs_refused"] += 1
+            body = {"error": "invalid_dpop_proof", "error_description": str(error)}
+            return jsonify(body), 400, dict(extra, **{"Cache-Control": "no-store"})
+        g.dpop_jkt = jkt
+        g.dpop_extra_headers = extra
+        return None
+
     def handle_token():
+        with STATE_LOCK:
+            # DPoP first: a refused or challenged proof is counted in the dpop_* counters only, and it
+            # neither spends nor revokes anything (the grant is not even looked at by authlib).
+            bound_jkt = None
+            if request.form.get("grant_type") == "refresh_token":
+                known = STATE.by_refresh.get(request.form.get("refresh_token", ""))
+                if known is not None:
+                    bound_jkt = STATE.families[known.family]["jkt"]
+            if request.headers.getlist("DPoP") or bound_jkt is not None:
+                refusal = dpop_token_refusal(token_request_user(), bound_jkt)
+                if refusal is not None:
+                    return refusal
+            response = handle_token_grant()
+            for name, value in (g.get("dpop_extra_headers") or {}).items():
+                response.headers[name] = value
+            return response
+
+    def handle_token_grant():
         with STATE_LOCK:
             is_refresh = request.form.get("grant_type") == "refresh_token"
             user = None
@@ -787,10 +929,78 @@ def create_app(expires_in):
             or token.access_expired
         ):
             return {"active": False}, token
-        return {
+        answer = {
             "active": True, "client_id": token.client_id, "username": token.user, "scope": token.scope,
             "token_type": "Bearer", "exp": int(token.issued_at + token.expires_in), "iat": int(token.issued_at),
-        }, token
+        }
+        if token.jkt is not None:
+            # RFC 9449 §6.2: a DPoP-bound token's confirmation is the thumbprint of its key.
+            answer["token_type"] = "DPoP"
+            answer["cnf"] = {"jkt": token.jkt}
+        return answer, token
+
+    def challenge(scheme, error):
+        """A 401 answer with the challenge of the scheme the client used (DPoP or Bearer)."""
+        name = "DPoP" if scheme == "dpop" else "Bearer"
+        headers = {"WWW-Authenticate": f'{name} error="{error}"'}
+        if error == "use_dpop_nonce":
+            headers["DPoP-Nonce"] = DPOP.current_nonce()
+        return jsonify(error=error), 401, headers
+
+    def dpop_resource_refusal(scheme, value, token):
+        refusal = dpop_resource_check(scheme, value, token)
+        if refusal is not None and token is not None and token.user in STATE.dpop_nonce_users:
+            refusal[2]["DPoP-Nonce"] = DPOP.current_nonce()
+        return refusal
+
+    def dpop_resource_check(scheme, value, token):
+        """RFC 9449 §7 at a resource: None when the request may go on (a Bearer request with an unbound
+        token, as before; or a DPoP request whose proof holds and whose key is the token's), else the 401
+        answer. Called with the state lock held and `token` the stored token of `value` (or None)."""
+        if scheme == "bearer":
+            if token is not None and token.jkt is not None:
+                # A DPoP-bound token presented as a Bearer token: copied out of somewhere. Refused.
+                STATE.counters(token.user)["dpop_proofs_refused"] += 1
+                return challenge("dpop", "invalid_token")
+            return None
+        if token is None:
+            return challenge("dpop", "invalid_token")
+        counters = STATE.counters(token.user)
+        counters["dpop_resource_requests"] += 1
+        if token.jkt is None:
+            counters["dpop_proofs_refused"] += 1
+            return challenge("dpop", "invalid_token")
+        try:
+            headers = request.headers.getlist("DPoP")
+            if not headers:
+                raise dpop.ProofError("a DPoP proof is required")
+            claims, jkt = DPOP.check(
+                headers, request.method, request.url, access_token=value,
+                nonce_required=token.user in STATE.dpop_nonce_users,
+            )
+            if jkt != token.jkt:
+                counters["dpop_proofs_refused"] += 1
+                return challenge("dpop", "invalid_token")
+            DPOP.record(claims)
+        except dpop.NonceError:
+            counters["dpop_nonce_challenges"] += 1
+            return challenge("dpop", "use_dpop_nonce")
+        except dpop.ProofError:
+            counters["dpop_proofs_refused"] += 1
+            return challenge("dpop", "invalid_dpop_proof")
+        return None
+
+    def resource_credentials():
+        """(scheme in lower case, token) of the Authorization header; scheme '' when neither Bearer nor DPoP."""
+        scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+        scheme = scheme.lower()
+        return (scheme, value.strip()) if scheme in ("bearer", "dpop") else ("", "")
+
+    def with_nonce(response, token):
+        """A resource's answer, with the current DPoP nonce when the token's user must use one."""
+        if token is not None and token.jkt is not None and token.user in STATE.dpop_nonce_users:
+            response.headers["DPoP-Nonce"] = DPOP.current_nonce()
+        return response
 
     @app.post("/introspect")
     def introspection():
@@ -799,11 +1009,13 @@ def create_app(expires_in):
 
     @app.get("/api/data")
     def data():
-        header = request.headers.get("Authorization", "")
-        scheme, _, value = header.partition(" ")
-        refused = (jsonify(error="invalid_token"), 401, {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+        scheme, value = resource_credentials()
+        refused = challenge(scheme, "invalid_token")
         with STATE_LOCK:
-            answer, token = introspect(value) if scheme.lower() == "bearer" else ({"active": False}, None)
+            answer, token = introspect(value) if scheme else ({"active": False}, None)
+            refusal = dpop_resource_refusal(scheme, value, token) if scheme else None
+            if refusal is not None:
+                return refusal
             if token is None:
                 return refused
             counters = STATE.counters(token.user)
@@ -823,17 +1035,21 @@ def create_app(expires_in):
                     faults["expire_after"] = None
                     token.access_expired = True
             item = counters["resource_requests"]
-        return jsonify(user=answer["username"], item=item, data=f"item {item} of {answer['username']}")
+            return with_nonce(
+                jsonify(user=answer["username"], item=item, data=f"item {item} of {answer['username']}"), token
+            )
 
     @app.get("/api/me")
     def me():
-        header = request.headers.get("Authorization", "")
-        scheme, _, value = header.partition(" ")
+        scheme, value = resource_credentials()
         with STATE_LOCK:
-            token = STATE.by_access.get(value) if scheme.lower() == "bearer" else None
+            token = STATE.by_access.get(value) if scheme else None
+            refusal = dpop_resource_refusal(scheme, value, token) if scheme else None
+            if refusal is not None:
+                return refusal
             if token is None or token.is_expired() or token.is_revoked() or token.access_revoked:
-                return jsonify(error="invalid_token"), 401, {"WWW-Authenticate": 'Bearer error="invalid_token"'}
-            return jsonify(user=token.user)
+                return challenge(scheme, "invalid_token")
+            return with_nonce(jsonify(user=token.user), token)
 
     # A request to /api/held/ID is answered as /api/me is, but only once the test releases it
     # (POST /api/held/ID/release): the test looks at the running client meanwhile. GET
@@ -866,7 +1082,10 @@ def create_app(expires_in):
             if user is None:
                 return jsonify(users=sorted(STATE.stats))
             held = (STATE.holds.get(user) or (None, 0))[1]
-            return jsonify(dict(STATE.counters(user), refresh_times=STATE.refresh_times.get(user, []), held=held))
+            return jsonify(dict(
+                STATE.counters(user), refresh_times=STATE.refresh_times.get(user, []), held=held,
+                dpop_jkt=STATE.dpop_jkt.get(user),
+            ))
 
     @app.get("/health")
     def health():

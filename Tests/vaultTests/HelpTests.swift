@@ -201,6 +201,8 @@ import Testing
                                   delete the entry.
           refresh                 Refresh a stored token now, with the refresh
                                   description stored with it.
+          rotate-dpop-key         Give a DPoP-bound entry a new DPoP key; its grant
+                                  must then be renewed with a new login.
           run                     Run a command with fresh access tokens in its
                                   environment, never on its command line.
           git-credential          A git credential helper backed by the vault (get,

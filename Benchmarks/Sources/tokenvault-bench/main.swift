@@ -21,6 +21,9 @@
 //   tokenvault-bench agent-load --socket PATH --clients C --seconds S --service X --account Y
 //       C threads, each on one persistent connection to a running `vault agent`, get X/Y in a
 //       loop for S seconds: gets per second and p50/p99 of one request (issue 30).
+//   tokenvault-bench dpop --file PATH --key-file PATH --url URL --token-url URL --dpop-user NAME --rounds N [--seconds S]
+//       (a Bearer token response on stdin) DPoP proofs/s in process, and a resource call with a
+//       DPoP-bound token through the URLSession adapter against the same with a Bearer token (issue 32)
 //   tokenvault-bench authorized --file PATH --key-file PATH --url URL --token-url URL --rounds N [--warmup W]
 //       (a token response on stdin) an authorized request through the URLSession adapter against
 //       the same request with the header set by hand (from freshToken each time, and from a token
@@ -111,6 +114,15 @@ do {
             path: options.string("file"), keyFile: options.string("key-file"), url: url,
             tokenResponse: FileHandle.standardInput.readDataToEndOfFile(), tokenEndpoint: tokenURL,
             rounds: options.int("rounds"), warmup: options.int("warmup", default: 20)))
+    case "dpop":
+        guard let url = URL(string: options.string("url")), let tokenURL = URL(string: options.string("token-url")) else {
+            fail("--url and --token-url must be URLs")
+        }
+        emitJSON(try await DPoPBench.run(
+            path: options.string("file"), keyFile: options.string("key-file"), url: url, tokenEndpoint: tokenURL,
+            dpopUser: options.string("dpop-user"), bearerResponse: FileHandle.standardInput.readDataToEndOfFile(),
+            rounds: options.int("rounds"), warmup: options.int("warmup", default: 20),
+            seconds: Double(options.string("seconds")) ?? 2))
     case "count":
         emitJSON(try await Workloads.count(path: options.string("file"), keyFile: options.string("key-file")))
     case "agent-load":

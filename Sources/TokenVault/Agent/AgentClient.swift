@@ -95,6 +95,29 @@ public struct AgentClient: Sendable {
         }
     }
 
+    /// The token under `key` with a DPoP proof the agent signs for one `method` request to `url`
+    /// (``AgentAuthorization/fields`` are the header fields); a Bearer entry's answer has no proof.
+    /// The DPoP key never leaves the agent.
+    /// - Throws: as ``token(for:fresh:leeway:vault:)``, and `configurationError` when the entry
+    ///   holds no DPoP key for its DPoP token.
+    public func authorization(
+        for key: CredentialKey, method: String, url: URL, nonce: String? = nil, fresh: Bool = true, leeway: TimeInterval = 60,
+        vault: String
+    ) throws -> AgentAuthorization {
+        let request = AgentProofRequest(
+            token: AgentTokenRequest(key: key, fresh: fresh, leeway: leeway, vault: vault), method: method, url: url, nonce: nonce)
+        let response = try send(.proof(request))
+        switch response {
+        case .authorization(let authorization): return authorization
+        case .failure(let code, let message):
+            if let error = response.error, Self.definitive.contains(error.code) || error.code == .configurationError { throw error }
+            throw Unavailable(
+                "the agent did not serve this request (\(code): \(message))", noteworthy: code != AgentResponse.notThisVault && code != "locked")
+        default:
+            throw Unavailable("the agent answered a proof request with another kind of message", noteworthy: true)
+        }
+    }
+
     /// The agent's status.
     public func status() throws(Unavailable) -> AgentStatus {
         switch try send(.status) {

@@ -35,9 +35,12 @@ public enum AgentProtocol: Sendable {
         case statusRequest = 0x02
         case unlockRequest = 0x03
         case lockRequest = 0x04
+        /// A DPoP proof for one request, with the token it goes with (issue 32).
+        case proofRequest = 0x05
         case tokenResponse = 0x81
         case statusResponse = 0x82
         case done = 0x83
+        case proofResponse = 0x85
         case failure = 0xFF
     }
 
@@ -141,6 +144,9 @@ public enum AgentRequest: Sendable, Equatable {
     case unlock(passphrase: SecretBytes)
     /// Forget the key now (`vault lock`).
     case lock
+    /// The access token under a key with a DPoP proof the agent signs for one request: the
+    /// client never sees the DPoP key.
+    case proof(AgentProofRequest)
 
     /// The frame for this request.
     public func encoded() -> [UInt8] {
@@ -150,6 +156,7 @@ public enum AgentRequest: Sendable, Equatable {
         case .unlock(let passphrase):
             passphrase.withUnsafeBytes { AgentProtocol.frame(kind: .unlockRequest, payload: Array($0)) }
         case .lock: AgentProtocol.frame(kind: .lockRequest, payload: [])
+        case .proof(let request): AgentProtocol.frame(kind: .proofRequest, payload: AgentProtocol.json(request))
         }
     }
 
@@ -166,6 +173,16 @@ public enum AgentRequest: Sendable, Equatable {
                 throw AgentProtocol.DecodingError("the leeway must be between 0 and 86400 seconds")
             }
             self = .token(request)
+        case .proofRequest:
+            let request = try AgentProtocol.json(AgentProofRequest.self, payload)
+            guard (try? request.token.key()) != nil else { throw AgentProtocol.DecodingError("the request names no valid entry") }
+            guard request.token.leeway.isFinite, request.token.leeway >= 0, request.token.leeway <= 86_400 else {
+                throw AgentProtocol.DecodingError("the leeway must be between 0 and 86400 seconds")
+            }
+            guard URL(string: request.url)?.host != nil, !request.method.isEmpty, request.method.count <= 16 else {
+                throw AgentProtocol.DecodingError("a proof request names a method and an http(s) URL")
+            }
+            self = .proof(request)
         case .statusRequest, .lockRequest:
             guard payload.isEmpty else { throw AgentProtocol.DecodingError("this message kind carries no payload") }
             self = kind == .statusRequest ? .status : .lock
@@ -201,6 +218,49 @@ public struct AgentTokenRequest: Sendable, Equatable, Codable {
     }
 
     public func key() throws -> CredentialKey { try CredentialKey(service: service, account: account) }
+}
+
+/// A `proof` request's fields: the token request, and the request the proof is for.
+public struct AgentProofRequest: Sendable, Equatable, Codable {
+    public var token: AgentTokenRequest
+    /// The request's method (`htm`).
+    public var method: String
+    /// The request's URL (`htu`; its query and fragment are not signed).
+    public var url: String
+    /// The resource server's nonce, when it asked for one (else the agent's kept one).
+    public var nonce: String?
+
+    public init(token: AgentTokenRequest, method: String, url: URL, nonce: String? = nil) {
+        self.token = token
+        self.method = method
+        self.url = url.absoluteString
+        self.nonce = nonce
+    }
+}
+
+/// What the agent answers a `proof` request: the token and, for a DPoP-bound entry, a proof it
+/// signed for that one request (`nil` for a Bearer token).
+public struct AgentAuthorization: Sendable, Equatable, Codable, CustomStringConvertible {
+    public var token: AgentToken
+    public var dpopProof: String?
+
+    enum CodingKeys: String, CodingKey { case token, dpopProof = "dpop" }
+
+    public init(token: AgentToken, dpopProof: String?) {
+        self.token = token
+        self.dpopProof = dpopProof
+    }
+
+    /// The header fields for the request: `Authorization` (`DPoP …` or `Bearer …`) and `DPoP`.
+    public var fields: [(name: String, value: String)] {
+        guard let dpopProof else {
+            let scheme = token.tokenType.caseInsensitiveCompare("bearer") == .orderedSame ? "Bearer" : token.tokenType
+            return [(name: "Authorization", value: "\(scheme) \(token.accessToken)")]
+        }
+        return [(name: "Authorization", value: "DPoP \(token.accessToken)"), (name: "DPoP", value: dpopProof)]
+    }
+
+    public var description: String { "AgentAuthorization(\(token.tokenType), \(dpopProof == nil ? "no proof" : "with a proof"))" }
 }
 
 /// What the agent hands out: the access token and what a caller needs to use it, never the
@@ -282,6 +342,8 @@ public struct AgentStatus: Sendable, Equatable, Codable {
 public enum AgentResponse: Sendable, Equatable {
     case token(AgentToken)
     case status(AgentStatus)
+    /// The answer to a `proof` request.
+    case authorization(AgentAuthorization)
     /// `unlock` or `lock` done.
     case done
     /// The request failed: `code` is a ``VaultError/Code-swift.struct`` name (or `not-this-vault`),
@@ -303,6 +365,8 @@ public enum AgentResponse: Sendable, Equatable {
         case .token(let token): AgentProtocol.frame(kind: .tokenResponse, payload: AgentProtocol.json(token), version: version)
         case .status(let status): AgentProtocol.frame(kind: .statusResponse, payload: AgentProtocol.json(status), version: version)
         case .done: AgentProtocol.frame(kind: .done, payload: [], version: version)
+        case .authorization(let authorization):
+            AgentProtocol.frame(kind: .proofResponse, payload: AgentProtocol.json(authorization), version: version)
         case .failure(let code, let message):
             AgentProtocol.frame(kind: .failure, payload: AgentProtocol.json(Failure(code: code, message: message)), version: version)
         }
@@ -322,6 +386,10 @@ public enum AgentResponse: Sendable, Equatable {
                 throw AgentProtocol.DecodingError("a time in the status is not finite")
             }
             self = .status(status)
+        case .proofResponse:
+            let authorization = try AgentProtocol.json(AgentAuthorization.self, payload)
+            guard authorization.token.expiresAt?.isFinite ?? true else { throw AgentProtocol.DecodingError("the expiry is not a finite time") }
+            self = .authorization(authorization)
         case .done:
             guard payload.isEmpty else { throw AgentProtocol.DecodingError("this message kind carries no payload") }
             self = .done

@@ -313,6 +313,14 @@ package final class AgentServer: Sendable {
             // names says nothing: it asks for this agent's.
             token.vault = identity
             return answerBlocking(.token(token))
+        case .proof(var proof):
+            // A proof is as much as the token it goes with: granted with the entry, signed here,
+            // so the peer gets what it may already read and never the key.
+            guard let key = try? proof.token.key(), grants.allow(key) else {
+                return refusal("have a proof for \((try? proof.token.key()).map { "\($0)" } ?? "that entry")")
+            }
+            proof.token.vault = identity
+            return answerBlocking(.proof(proof))
         case .status:
             guard case .status(var status) = answerBlocking(.status) else { return refusal("see the status") }
             status.entries.removeAll { entry in
@@ -355,6 +363,22 @@ package final class AgentServer: Sendable {
                     return .failure(code: VaultError.Code.locked.description, message: "The agent's vault is locked; vault unlock unlocks it.")
                 }
                 return .token(try await serve(request, from: vault))
+            case .proof(let request):
+                // The token as a token request gets it, and a proof signed here: the key stays in the agent.
+                guard request.token.vault == identity else {
+                    return .failure(code: AgentResponse.notThisVault, message: "This agent serves \(identity), not \(request.token.vault).")
+                }
+                state.withLock { $0.lastUse = SystemCall.monotonicMilliseconds }
+                guard let vault = try await openVault() else {
+                    return .failure(code: VaultError.Code.locked.description, message: "The agent's vault is locked; vault unlock unlocks it.")
+                }
+                let token = try await serve(request.token, from: vault)
+                guard token.tokenType.caseInsensitiveCompare("DPoP") == .orderedSame, let url = URL(string: request.url) else {
+                    return .authorization(AgentAuthorization(token: token, dpopProof: nil))
+                }
+                let proof = try await vault.dpopProof(
+                    for: try request.token.key(), method: request.method, url: url, accessToken: token.accessToken, nonce: request.nonce)
+                return .authorization(AgentAuthorization(token: token, dpopProof: proof))
             case .status:
                 return .status(status())
             case .unlock(let passphrase):

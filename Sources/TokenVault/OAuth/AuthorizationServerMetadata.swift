@@ -24,6 +24,9 @@ public struct AuthorizationServerMetadata: Sendable, Equatable, Codable {
     /// `token_endpoint_auth_methods_supported`, or `nil` when the server did not say (RFC 8414
     /// then means `client_secret_basic` alone).
     public let tokenEndpointAuthMethodsSupported: [String]?
+    /// `dpop_signing_alg_values_supported` (RFC 9449 §5.1): the DPoP proof algorithms the server
+    /// takes, or `nil` when it did not say. `vault login --dpop` picks ES256 from it, else EdDSA.
+    public internal(set) var dpopSigningAlgValuesSupported: [String]? = nil
 
     public init(
         issuer: URL, tokenEndpoint: URL, authorizationEndpoint: URL? = nil, deviceAuthorizationEndpoint: URL? = nil,
@@ -83,6 +86,9 @@ public struct AuthorizationServerMetadata: Sendable, Equatable, Codable {
             deviceAuthorizationEndpoint: try endpoint("device_authorization_endpoint"),
             revocationEndpoint: try endpoint("revocation_endpoint"), jwksURI: try endpoint("jwks_uri"),
             tokenEndpointAuthMethodsSupported: methods)
+        if case .array(let values)? = fields["dpop_signing_alg_values_supported"] {
+            dpopSigningAlgValuesSupported = values.compactMap(\.stringValue).filter { $0.count <= 16 }
+        }
     }
 
     private enum CodingKeys: String, CodingKey {
@@ -93,6 +99,7 @@ public struct AuthorizationServerMetadata: Sendable, Equatable, Codable {
         case revocationEndpoint = "revocation_endpoint"
         case jwksURI = "jwks_uri"
         case tokenEndpointAuthMethodsSupported = "token_endpoint_auth_methods_supported"
+        case dpopSigningAlgValuesSupported = "dpop_signing_alg_values_supported"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -112,6 +119,7 @@ public struct AuthorizationServerMetadata: Sendable, Equatable, Codable {
             deviceAuthorizationEndpoint: try url(.deviceAuthorizationEndpoint), revocationEndpoint: try url(.revocationEndpoint),
             jwksURI: try url(.jwksURI),
             tokenEndpointAuthMethodsSupported: try container.decodeIfPresent([String].self, forKey: .tokenEndpointAuthMethodsSupported))
+        dpopSigningAlgValuesSupported = try container.decodeIfPresent([String].self, forKey: .dpopSigningAlgValuesSupported)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -123,6 +131,7 @@ public struct AuthorizationServerMetadata: Sendable, Equatable, Codable {
         try container.encodeIfPresent(revocationEndpoint?.absoluteString, forKey: .revocationEndpoint)
         try container.encodeIfPresent(jwksURI?.absoluteString, forKey: .jwksURI)
         try container.encodeIfPresent(tokenEndpointAuthMethodsSupported, forKey: .tokenEndpointAuthMethodsSupported)
+        try container.encodeIfPresent(dpopSigningAlgValuesSupported, forKey: .dpopSigningAlgValuesSupported)
     }
 }
 

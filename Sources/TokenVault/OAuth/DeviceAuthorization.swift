@@ -84,7 +84,8 @@ extension TokenEndpointClient {
             let form = [("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", authorization.deviceCode)]
             do {
                 let (body, receivedAt) = try await post(
-                    registration.tokenEndpoint, form: form, registration: registration, role: "token endpoint", mapOAuthErrors: false)
+                    registration.tokenEndpoint, form: form, registration: registration, role: "token endpoint", mapOAuthErrors: false,
+                    proof: true)
                 do {
                     return try OAuthToken(tokenResponse: body, receivedAt: receivedAt)
                 } catch let error as VaultError where error.code == .tokenEndpointError {

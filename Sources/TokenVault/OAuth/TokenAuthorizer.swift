@@ -24,8 +24,15 @@ public import Foundation
 /// The request is sent twice at most, so its body must be one that can be sent again (`Data`, a
 /// `ByteBuffer`); a single-use stream is not.
 ///
-/// The token never appears in a message, a log or `description`. A DPoP token is refused
-/// (`invalidInput`): each of its requests needs a proof this type does not make.
+/// A DPoP-bound entry (RFC 9449) gets `Authorization: DPoP <token>` and a `DPoP` proof signed for
+/// each request (with `ath`), never a Bearer header: use the forms that know the request's method
+/// and URL (``send(method:url:_:answer:discard:)``, which the adapters use). A resource server's
+/// nonce challenge (HTTP 401 with `WWW-Authenticate: DPoP error="use_dpop_nonce"` and a
+/// `DPoP-Nonce`) is met once with a new proof carrying the nonce, which is kept for the server's
+/// next request. The URL-less ``send(_:rejectsToken:discard:)`` refuses a DPoP token
+/// (`invalidInput`).
+///
+/// The token and the proof never appear in a message, a log or `description`.
 public struct TokenAuthorizer: Sendable {
     /// The vault that holds the entry.
     public let vault: Vault
@@ -73,20 +80,84 @@ public struct TokenAuthorizer: Sendable {
         return try await attempt(try Self.authorization(for: renewed, key: key))
     }
 
-    /// Sends `request` through `transport` with the entry's token, as ``send(_:rejectsToken:discard:)``.
-    /// Any `Authorization` field of `request` is replaced.
+    /// What a resource server's answer says about the token it was sent with: its status, its
+    /// `WWW-Authenticate` challenges and its `DPoP-Nonce`, as an adapter reads them.
+    public struct Answer: Sendable {
+        public var status: Int
+        public var challenges: [String]
+        public var dpopNonce: String?
+
+        public init(status: Int, challenges: [String], dpopNonce: String? = nil) {
+            self.status = status
+            self.challenges = challenges
+            self.dpopNonce = dpopNonce
+        }
+    }
+
+    /// Sends a `method` request to `url` through `attempt`, which is given the header fields to
+    /// set (``AuthorizationHeaders/fields``: `Authorization`, and `DPoP` for a DPoP-bound entry),
+    /// and follows the steps on the type: a DPoP nonce challenge is met once with a new proof
+    /// carrying the nonce, and a refused token once with a refresh.
+    ///
+    /// - Parameters:
+    ///   - method: the request's method, for the DPoP proof's `htm`.
+    ///   - url: the request's URL, for the DPoP proof's `htu`.
+    ///   - attempt: sends the request once with the given fields set (replacing any of the same name).
+    ///   - answer: reads an answer's status, `WWW-Authenticate` fields and `DPoP-Nonce`.
+    ///   - discard: lets go of an answer before a retry.
+    /// - Throws: as ``send(_:rejectsToken:discard:)``, and `configurationError` for a DPoP-bound
+    ///   entry in a program that cannot sign (without `TokenVaultDPoP`'s `DPoP.install()`).
+    nonisolated(nonsending) public func send<Response>(
+        method: String, url: URL,
+        _ attempt: (_ fields: [(name: String, value: String)]) async throws -> Response,
+        answer: (Response) -> Answer,
+        discard: (Response) async -> Void = { _ in }
+    ) async throws -> Response {
+        let (token, dpopKey) = try await vault.freshTokenAndKey(for: key, leeway: leeway, timeout: lockTimeout, client: client)
+        var headers = try AuthorizationHeaders.make(
+            token: token, dpopKey: dpopKey, key: key, method: method, url: url, nonce: nil)
+        var response = try await attempt(headers.fields)
+        var read = answer(response)
+        if headers.isDPoP {
+            DPoPNonces.remember(read.dpopNonce, for: url, .resourceServer)
+            if let nonce = read.dpopNonce, read.challenges.contains(where: Self.isNonceChallenge) {
+                // The resource server wants a nonce in the proof (RFC 9449 §9): once more with it.
+                await discard(response)
+                headers = try AuthorizationHeaders.make(
+                    token: token, dpopKey: dpopKey, key: key, method: method, url: url, nonce: nonce)
+                response = try await attempt(headers.fields)
+                read = answer(response)
+                DPoPNonces.remember(read.dpopNonce, for: url, .resourceServer)
+            }
+        }
+        guard Self.rejectsToken(status: read.status, challenges: read.challenges) else { return response }
+        await discard(response)
+        let renewed = try await vault.refreshAfterRejection(of: token.accessToken, for: key, timeout: lockTimeout, client: client)
+        headers = try AuthorizationHeaders.make(
+            token: renewed, dpopKey: dpopKey, key: key, method: method, url: url, nonce: nil)
+        return try await attempt(headers.fields)
+    }
+
+    /// Sends `request` through `transport` with the entry's token, as
+    /// ``send(method:url:_:answer:discard:)``. Any `Authorization` and `DPoP` fields of
+    /// `request` are replaced.
     public func send(_ request: TokenTransportRequest, through transport: any TokenTransport) async throws -> TokenTransportResponse {
         try await send(
-            { authorization in
+            method: request.method, url: request.url,
+            { fields in
                 var authorized = request
-                authorized.headers.removeAll { $0.name.caseInsensitiveCompare("Authorization") == .orderedSame }
-                authorized.headers.append((name: "Authorization", value: authorization))
+                authorized.headers.removeAll { field in
+                    fields.contains { $0.name.caseInsensitiveCompare(field.name) == .orderedSame }
+                        || field.name.caseInsensitiveCompare("DPoP") == .orderedSame
+                }
+                authorized.headers.append(contentsOf: fields)
                 return try await transport.send(authorized)
             },
-            rejectsToken: { response in
-                Self.rejectsToken(
+            answer: { response in
+                Answer(
                     status: response.status,
-                    challenges: response.headers.filter { $0.name.caseInsensitiveCompare("WWW-Authenticate") == .orderedSame }.map(\.value))
+                    challenges: response.headers.filter { $0.name.caseInsensitiveCompare("WWW-Authenticate") == .orderedSame }.map(\.value),
+                    dpopNonce: response.value(forHeader: "DPoP-Nonce"))
             })
     }
 
@@ -113,11 +184,20 @@ public struct TokenAuthorizer: Sendable {
         status == 401 || challenges.contains(where: isInvalidTokenChallenge)
     }
 
-    /// `Bearer realm="x", error="invalid_token"` (parameter names and the scheme in any case, the
-    /// value quoted or not).
+    /// `Bearer realm="x", error="invalid_token"` or `DPoP error="invalid_token"` (parameter names
+    /// and the scheme in any case, the value quoted or not).
     static func isInvalidTokenChallenge(_ field: String) -> Bool {
+        hasError("invalid_token", in: field)
+    }
+
+    /// `DPoP error="use_dpop_nonce"` (RFC 9449 §9).
+    static func isNonceChallenge(_ field: String) -> Bool {
+        hasError("use_dpop_nonce", in: field, schemes: ["dpop"])
+    }
+
+    private static func hasError(_ code: String, in field: String, schemes: [String] = ["bearer", "dpop"]) -> Bool {
         let lowered = field.lowercased()
-        guard let scheme = lowered.range(of: "bearer") else { return false }
+        guard let scheme = schemes.lazy.compactMap({ lowered.range(of: $0) }).first else { return false }
         var rest = lowered[scheme.upperBound...]
         while let error = rest.range(of: "error") {
             let before = rest[..<error.lowerBound].last
@@ -128,8 +208,8 @@ public struct TokenAuthorizer: Sendable {
             guard value.first == "=" else { continue }
             value = value.dropFirst().drop { $0 == " " }
             if value.first == "\"" { value = value.dropFirst() }
-            if value.hasPrefix("invalid_token") {
-                let after = value.dropFirst("invalid_token".count).first
+            if value.hasPrefix(code) {
+                let after = value.dropFirst(code.count).first
                 if after == nil || after == "\"" || after == "," || after == " " { return true }
             }
         }

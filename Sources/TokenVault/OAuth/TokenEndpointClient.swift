@@ -48,6 +48,13 @@ public struct TokenEndpointClient: Sendable {
     /// `nil` trusts the system's CAs and presents no certificate. An app's own ``transport``
     /// configures TLS itself: both together is a `configurationError` at the first request.
     public var tls: TransportTLS?
+    /// The DPoP key (RFC 9449) that token requests (the code, device and refresh grants) are
+    /// signed with, or `nil` for Bearer tokens. A login sets it to a new key
+    /// (``DPoPKey/generate(_:)``) and saves that key with the token
+    /// (``Vault/saveToken(_:for:registration:dpopKey:)``); the vault's own refreshes use the key
+    /// stored in the entry, whatever this says. A `use_dpop_nonce` answer is retried once with the
+    /// server's nonce, which is kept for the server's next request.
+    public var dpopKey: DPoPKey?
 
     /// The default ``deadline``: 20 s for a whole refresh, retries included.
     public static let defaultDeadline: Duration = .seconds(20)
@@ -62,7 +69,8 @@ public struct TokenEndpointClient: Sendable {
         deadline: Duration = TokenEndpointClient.defaultDeadline,
         clock: VaultClock = .system,
         transport: (any TokenTransport)? = nil,
-        tls: TransportTLS? = nil
+        tls: TransportTLS? = nil,
+        dpopKey: DPoPKey? = nil
     ) {
         self.requestTimeout = requestTimeout
         self.deadline = deadline
@@ -72,6 +80,7 @@ public struct TokenEndpointClient: Sendable {
         self.clock = clock
         self.transport = transport
         self.tls = tls
+        self.dpopKey = dpopKey
     }
 
     // MARK: The refresh grant
@@ -96,7 +105,7 @@ public struct TokenEndpointClient: Sendable {
     /// authentication and extra parameters, and parses the token response.
     public func requestToken(_ form: [(String, String)], registration: ClientRegistration) async throws -> OAuthToken {
         let (body, receivedAt) = try await post(
-            registration.tokenEndpoint, form: form, registration: registration, role: "token endpoint")
+            registration.tokenEndpoint, form: form, registration: registration, role: "token endpoint", proof: true)
         do {
             return try OAuthToken(tokenResponse: body, receivedAt: receivedAt)
         } catch let error as VaultError where error.code == .tokenEndpointError {
@@ -124,7 +133,7 @@ public struct TokenEndpointClient: Sendable {
     ///   before mapping), or the errors listed on the type.
     func post(
         _ url: URL, form: [(String, String)], registration: ClientRegistration, role: String, mapOAuthErrors: Bool = true,
-        additionalParameters: Bool = true
+        additionalParameters: Bool = true, proof: Bool = false
     ) async throws -> (Data, Date) {
         try ClientRegistration.checkEndpoint(url, role: role)
         var fields = form
@@ -149,10 +158,37 @@ public struct TokenEndpointClient: Sendable {
             fields.append((name, value))
         }
         let body = FormEncoding.body(fields)
+        let dpopKey = proof ? self.dpopKey : nil
         let (data, receivedAt, _) = try await send(url, role: role, mapOAuthErrors: mapOAuthErrors) { timeout in
-            try await dispatch(url, method: "POST", headers: headers, body: body, timeout: timeout)
+            guard let dpopKey else {
+                return try await dispatch(url, method: "POST", headers: headers, body: body, timeout: timeout)
+            }
+            return try await dispatchWithProof(url, key: dpopKey, headers: headers, body: body, timeout: timeout)
         }
         return (data, receivedAt)
+    }
+
+    /// A token request with a DPoP proof (RFC 9449 §5), a fresh one for each request sent: with
+    /// the server's last nonce, and once more with a new one if the server answers
+    /// `use_dpop_nonce` (§8). Every `DPoP-Nonce` the server sends is kept for its next request.
+    private func dispatchWithProof(_ url: URL, key: DPoPKey, headers: [String], body: Data, timeout: Duration) async throws
+        -> HTTPTransport.Response
+    {
+        let started = ContinuousClock.now
+        let nonce = DPoPNonces.nonce(for: url, .authorizationServer)
+        var proof = try key.proof(method: "POST", url: url, nonce: nonce)
+        var answer = try await dispatch(url, method: "POST", headers: headers + ["DPoP: \(proof)"], body: body, timeout: timeout)
+        let next = answer.value(forHeader: "DPoP-Nonce")
+        DPoPNonces.remember(next, for: url, .authorizationServer)
+        guard answer.status == 400, let next, next != nonce, Self.oauthError(in: answer.body)?.error == "use_dpop_nonce" else {
+            return answer
+        }
+        proof = try key.proof(method: "POST", url: url, nonce: next)
+        let left = timeout - (ContinuousClock.now - started)
+        answer = try await dispatch(
+            url, method: "POST", headers: headers + ["DPoP: \(proof)"], body: body, timeout: max(left, .milliseconds(10)))
+        DPoPNonces.remember(answer.value(forHeader: "DPoP-Nonce"), for: url, .authorizationServer)
+        return answer
     }
 
     /// GETs `url` (a discovery document), retrying transient failures; returns the body of a 2xx

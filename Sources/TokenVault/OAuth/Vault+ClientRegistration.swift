@@ -12,6 +12,7 @@ extension Vault {
                 let stored = try StoredEntry(storedForm: data)
                 entry.refresh = stored.refresh
                 entry.rejection = stored.rejection
+                entry.dpop = stored.dpop
             } catch let error as VaultError where error.code == .unsupportedVersion {
                 // A later release's entry: replacing it would silently drop what it knows.
                 throw VaultError(

@@ -17,21 +17,25 @@ package struct StoredEntry: Codable, Sendable {
     package var refresh: ClientRegistration?
     package var rejection: RefreshRejection?
     package var presenting: RefreshPresenting?
+    /// The DPoP key every token request and resource request of this entry is signed with.
+    package var dpop: DPoPKey?
 
     package init(
         token: OAuthToken, refresh: ClientRegistration? = nil, rejection: RefreshRejection? = nil,
-        presenting: RefreshPresenting? = nil
+        presenting: RefreshPresenting? = nil, dpop: DPoPKey? = nil
     ) {
         self.token = token
         self.refresh = refresh
         self.rejection = rejection
         self.presenting = presenting
+        self.dpop = dpop
     }
 
     private enum ExtraKeys: String, CodingKey {
         case refresh
         case rejection = "refresh_rejected"
         case presenting = "refresh_presenting"
+        case dpop
     }
 
     package init(from decoder: any Decoder) throws {
@@ -40,6 +44,7 @@ package struct StoredEntry: Codable, Sendable {
         refresh = try container.decodeIfPresent(ClientRegistration.self, forKey: .refresh)
         rejection = try container.decodeIfPresent(RefreshRejection.self, forKey: .rejection)
         presenting = try container.decodeIfPresent(RefreshPresenting.self, forKey: .presenting)
+        dpop = try container.decodeIfPresent(StoredDPoPKey.self, forKey: .dpop)?.key()
     }
 
     package func encode(to encoder: any Encoder) throws {
@@ -48,10 +53,11 @@ package struct StoredEntry: Codable, Sendable {
         try container.encodeIfPresent(refresh, forKey: .refresh)
         try container.encodeIfPresent(rejection, forKey: .rejection)
         try container.encodeIfPresent(presenting, forKey: .presenting)
+        try container.encodeIfPresent(dpop.map(StoredDPoPKey.init), forKey: .dpop)
     }
 
     package func storedForm() throws -> Data {
-        if refresh == nil && rejection == nil && presenting == nil { return try token.storedForm() }
+        if refresh == nil && rejection == nil && presenting == nil && dpop == nil { return try token.storedForm() }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return OAuthToken.escapingBracesInStrings(try encoder.encode(self))

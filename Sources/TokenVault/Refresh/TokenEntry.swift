@@ -14,11 +14,15 @@ public struct TokenEntry: Sendable, CustomStringConvertible {
     /// The server's rejection of the stored refresh token, or `nil` if it has not rejected it.
     /// A new login (which replaces the entry) clears it.
     public let rejection: OAuthErrorResponse?
+    /// The RFC 7638 thumbprint (`jkt`) of the DPoP key the entry's tokens are bound to, or `nil`
+    /// when they are Bearer tokens. The key itself is never handed out.
+    public let dpopThumbprint: String?
 
     init(_ entry: StoredEntry) throws {
         token = entry.token
         registration = entry.refresh
         rejection = try entry.refreshTokenRejected()
+        dpopThumbprint = entry.dpop?.thumbprint
     }
 
     /// Whether the entry can be refreshed at `date`, and by whom.
@@ -37,6 +41,6 @@ public struct TokenEntry: Sendable, CustomStringConvertible {
     public var refreshDescription: ClientRegistration? { registration }
 
     public var description: String {
-        "TokenEntry(\(token), refresh: \(refreshability()))"
+        "TokenEntry(\(token), refresh: \(refreshability())\(dpopThumbprint.map { ", DPoP jkt: \($0)" } ?? ""))"
     }
 }

@@ -260,7 +260,7 @@ extension Vault {
         let updated = current.updated(byRefresh: response)
         do {
             try await store.save(
-                StoredEntry(token: updated, refresh: entry.refresh).storedForm(), for: key, contentType: .json)
+                StoredEntry(token: updated, refresh: entry.refresh, dpop: entry.dpop).storedForm(), for: key, contentType: .json)
         } catch {
             // The server may have rotated the refresh token, and the new one is now only in memory.
             logger.error(
@@ -280,7 +280,7 @@ extension Vault {
         let refused = partial.refused.joined(separator: ", ")
         let kept = partial.kept(updating: entry.token)
         do {
-            try await store.save(StoredEntry(token: kept, refresh: entry.refresh).storedForm(), for: key, contentType: .json)
+            try await store.save(StoredEntry(token: kept, refresh: entry.refresh, dpop: entry.dpop).storedForm(), for: key, contentType: .json)
         } catch let saveError {
             logger.error(
                 "a refresh answer with refused fields could not be saved; the next refresh may need a new login",
@@ -350,6 +350,12 @@ extension Vault {
     static func reauthenticationRequired(
         _ key: CredentialKey, _ oauthError: OAuthErrorResponse, interrupted: Bool = false
     ) -> VaultError {
+        if oauthError.error == dpopKeyRotated {
+            return VaultError(
+                .reauthenticationRequired,
+                "The DPoP key of \(key) was rotated, and its grant was bound to the old key; log in again (vault login … --dpop) for a new grant.",
+                underlying: oauthError)
+        }
         if interrupted {
             return VaultError(
                 .reauthenticationRequired,

@@ -166,6 +166,10 @@ extension Vault {
     private static func grant(_ client: TokenEndpointClient, key: CredentialKey) -> @Sendable (StoredEntry) async throws -> OAuthToken {
         { entry in
             guard let description = entry.refresh else { throw noDescription(key) }
+            // A DPoP-bound grant is refreshed with its own key, never another (or none).
+            var client = client
+            client.dpopKey = entry.dpop
+            if entry.dpop != nil, DPoPSigners.current == nil { throw DPoPSigners.missing("Refreshing \(key)") }
             return try await client.refresh(entry.token, using: description)
         }
     }

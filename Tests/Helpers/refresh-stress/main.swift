@@ -23,6 +23,9 @@ import TokenVault
 #if Postgres
 import TokenVaultPostgres
 #endif
+#if DPoP
+import TokenVaultDPoP
+#endif
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -122,6 +125,10 @@ func registerPostgres() {
     // anUnreachableServerIsUnavailableWithinTheBound), so allow 30 s per call here.
     VaultBackends.register(PostgresBackend(options: PostgresStore.Options(operationTimeout: .seconds(30))))
     #endif
+    #if DPoP
+    // A DPoP-bound entry (DPoPServerTests) is refreshed with its own key, signed here.
+    DPoP.install()
+    #endif
 }
 
 func run() async throws {
@@ -179,10 +186,12 @@ func run() async throws {
                         }
                         fields["ok"] = "true"
                         fields["access"] = fingerprint(token.accessToken)
+                        fields["type"] = token.tokenType
                     } catch let error as VaultError {
                         fields["ok"] = "false"
                         fields["code"] = error.code.description
                         fields["oauth"] = error.oauthError?.error ?? ""
+                        fields["message"] = error.message
                     } catch {
                         fields["ok"] = "false"
                         fields["code"] = "other"

@@ -18,7 +18,7 @@ import Glibc
 @Suite(.serialized) struct RefreshCrossProcessTests {
     /// Runs `processes` refresh-stress children, each with `tasks` callers per account, started at
     /// the same moment, and returns every caller's record.
-    private func stress(
+    func stress(
         _ server: TestOAuthServer, _ scratch: VaultScratch, _ store: SharedStore, service: String, accounts: [String],
         processes: Int, tasks: Int = 8, lockTimeout: Double = 10, storedDescription: Bool = false, label: String
     ) async throws -> [[String: String]] {

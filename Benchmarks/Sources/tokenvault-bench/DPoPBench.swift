@@ -1,0 +1,82 @@
+import Foundation
+import TokenVault
+import TokenVaultDPoP
+import TokenVaultURLSession
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// `tokenvault-bench dpop` (issue 32):
+/// - proofs signed per second in process, on one thread (one core), for ES256 and EdDSA: the
+///   whole `DPoPKey.proof` (claims, `ath`, base64url, signature), for `seconds` each;
+/// - a resource call through the URLSession adapter with a DPoP-bound token (a proof per request,
+///   verified by the test server with joserfc) against the same call with a Bearer token, both
+///   read from the vault each time, interleaved in one process against the test server's `/api/data`.
+/// The Bearer token response comes on stdin; the DPoP-bound one is got here (password grant for
+/// `--dpop-user`, with a proof). Both live an hour: no refresh happens.
+enum DPoPBench {
+    static func run(
+        path: String, keyFile: String, url: URL, tokenEndpoint: URL, dpopUser: String, bearerResponse: Data, rounds: Int, warmup: Int,
+        seconds: Double
+    ) async throws -> [String: Any] {
+        DPoP.install()
+        var result: [String: Any] = ["rounds": rounds]
+        for algorithm in [DPoPAlgorithm.es256, .edDSA] {
+            let key = try DPoPKey.generate(algorithm)
+            var count = 0
+            let cpuBefore = processCPUSeconds()
+            let start = monotonicNanoseconds()
+            let end = start + UInt64(seconds * 1e9)
+            while monotonicNanoseconds() < end {
+                for _ in 0..<100 {
+                    _ = try key.proof(method: "GET", url: url, nonce: "bench-nonce", accessToken: "bench.access.token")
+                }
+                count += 100
+            }
+            let wall = Double(monotonicNanoseconds() - start) / 1e9
+            let cpu = processCPUSeconds() - cpuBefore
+            result["proofs_per_second_\(algorithm.name)"] = Double(count) / wall
+            result["proofs_per_cpu_second_\(algorithm.name)"] = Double(count) / cpu
+        }
+
+        let store = try await EncryptedFileStore.open(path: path, keySource: .keyFile(keyFile))
+        let vault = Vault(store: store)
+        let registration = try ClientRegistration(tokenEndpoint: tokenEndpoint, clientID: "tokenvault-example")
+        let bearerKey = try CredentialKey(service: "bench-dpop", account: "bearer")
+        try await vault.saveToken(try OAuthToken(tokenResponse: bearerResponse), for: bearerKey, registration: registration)
+        let dpopKey = try DPoPKey.generate(.es256)
+        let dpopToken = try await TokenEndpointClient(dpopKey: dpopKey).requestToken(
+            [("grant_type", "password"), ("username", dpopUser), ("password", "test-password")], registration: registration)
+        guard dpopToken.tokenType == "DPoP" else { throw Authorized.BenchFailure("the server did not bind the token to the key") }
+        let boundKey = try CredentialKey(service: "bench-dpop", account: "dpop")
+        try await vault.saveToken(dpopToken, for: boundKey, registration: registration, dpopKey: dpopKey)
+        let session = URLSession(configuration: .ephemeral)
+        let authorizers = [TokenAuthorizer(vault: vault, key: bearerKey), TokenAuthorizer(vault: vault, key: boundKey)]
+
+        var latencies: [[UInt64]] = [[], []]
+        var cpu = [0.0, 0.0]
+        for round in 0..<(warmup + rounds) {
+            for slot in 0..<2 {
+                let variant = (slot + round) % 2
+                let before = processCPUSeconds()
+                let start = monotonicNanoseconds()
+                let (_, response) = try await session.data(for: URLRequest(url: url), authorizedBy: authorizers[variant])
+                guard (response as? HTTPURLResponse)?.statusCode == 200 else {
+                    throw Authorized.BenchFailure("\(variant == 0 ? "Bearer" : "DPoP") request: not 200")
+                }
+                let elapsed = monotonicNanoseconds() - start
+                let used = processCPUSeconds() - before
+                guard round >= warmup else { continue }
+                latencies[variant].append(elapsed)
+                cpu[variant] += used
+            }
+        }
+        let medians = latencies.map { (percentile($0.sorted(), 0.5) ?? 0) / 1000 }
+        result["bearer_median_ms"] = medians[0]
+        result["dpop_median_ms"] = medians[1]
+        result["bearer_cpu_ms_per_request"] = cpu[0] * 1000 / Double(rounds)
+        result["dpop_cpu_ms_per_request"] = cpu[1] * 1000 / Double(rounds)
+        return result
+    }
+}

@@ -1,0 +1,206 @@
+// Owns: a DPoP key as the library holds it (private key in secure memory, public JWK,
+// thumbprint) and the proofs it signs (RFC 9449 §4).
+public import Foundation
+internal import Synchronization
+
+/// A DPoP key (RFC 9449): the private key that a DPoP-bound token is bound to, kept in secure
+/// memory, with its public JWK and its RFC 7638 thumbprint (`jkt`).
+///
+/// A key is made inside the vault (``generate(_:)``), stored sealed in its entry by the backend
+/// like the refresh token beside it (``Vault/saveToken(_:for:registration:dpopKey:)``), and used
+/// only to sign: no API, command or output hands out the private key. `description`, `dump` and
+/// logs show the algorithm and the thumbprint, never key material. The type is not `Codable`.
+///
+/// Signing needs the `TokenVaultDPoP` product installed (`DPoP.install()`); without it, making a
+/// key or a proof throws `configurationError`.
+public struct DPoPKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The proofs' `alg`.
+    public let algorithm: DPoPAlgorithm
+    /// The RFC 7638 SHA-256 thumbprint of the public key, base64url: the `jkt` a server binds
+    /// the token to (`cnf.jkt`).
+    public let thumbprint: String
+    /// The public key's JWK members (`kty`, `crv`, `x` and, for EC, `y`).
+    package let publicJWK: [String: String]
+    /// The private key, in secure memory.
+    package let privateKey: SecretBytes
+    /// The key in the signer's form, made on first use and kept.
+    private let prepared: PreparedBox
+
+    package init(algorithm: DPoPAlgorithm, privateKey: SecretBytes, publicJWK: [String: String]) throws {
+        guard publicJWK["kty"] != nil else {
+            throw VaultError(.integrityFailure, "The stored DPoP key has no public key type.")
+        }
+        self.algorithm = algorithm
+        self.privateKey = privateKey
+        self.publicJWK = publicJWK
+        self.thumbprint = Self.thumbprint(of: publicJWK)
+        self.prepared = PreparedBox()
+        self.headerPrefix = Self.header(algorithm: algorithm, jwk: publicJWK)
+    }
+
+    /// A new key for `algorithm`, made by the installed signer.
+    /// - Throws: `configurationError` when the program did not install `TokenVaultDPoP`'s signer,
+    ///   or the signer does not offer `algorithm`.
+    public static func generate(_ algorithm: DPoPAlgorithm = .es256) throws -> DPoPKey {
+        let signer = try DPoPSigners.required("A new DPoP key")
+        guard signer.algorithms.contains(algorithm) else {
+            throw VaultError(.configurationError, "The installed DPoP signer cannot make \(algorithm) keys.")
+        }
+        let (privateKey, jwk) = try signer.generate(algorithm)
+        return try DPoPKey(algorithm: algorithm, privateKey: privateKey, publicJWK: jwk)
+    }
+
+    // MARK: Proofs
+
+    /// A DPoP proof JWT (RFC 9449 §4.2) for one request: header `typ: dpop+jwt`, `alg` and the
+    /// public `jwk`; claims `jti` (128 random bits), `htm`, `htu` (the URL without query and
+    /// fragment), `iat`, and `nonce` and `ath` when given.
+    ///
+    /// - Parameters:
+    ///   - method: the request's method (`htm`), such as `POST` or `GET`.
+    ///   - url: the request's URL; its query and fragment are left out of `htu`.
+    ///   - nonce: the server's latest `DPoP-Nonce`, if it asked for one.
+    ///   - accessToken: for a request to a resource server, the access token sent with it: the
+    ///     proof carries `ath`, its SHA-256, base64url (§4.2). `nil` for a token request.
+    ///   - issuedAt: `iat`.
+    /// - Throws: `configurationError` when no signer is installed; `invalidInput` for a method or
+    ///   URL that cannot go in a proof.
+    public func proof(
+        method: String, url: URL, nonce: String? = nil, accessToken: String? = nil, issuedAt: Date = Date()
+    ) throws -> String {
+        guard !method.isEmpty, method.utf8.allSatisfy({ (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) || $0 == 0x2d })
+        else { throw VaultError(.invalidInput, "A DPoP proof needs an HTTP method made of letters.") }
+        let htu = try Self.targetURI(url)
+        if let nonce, nonce.isEmpty || !nonce.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7e && $0 != 0x22 && $0 != 0x5c }) {
+            throw VaultError(.invalidInput, "The server's DPoP nonce is not an RFC 9449 nonce (NQCHAR); it was not signed.")
+        }
+        try Sodium.ensureInitialized()
+        var claims = "{\"jti\":\"\(Base64URL.encode(Sodium.randomBytes(16)))\",\"htm\":\"\(method)\",\"htu\":\(JSONText.string(htu)),\"iat\":\(Int64(issuedAt.timeIntervalSince1970.rounded(.down)))"
+        if let nonce { claims += ",\"nonce\":\"\(nonce)\"" }
+        if let accessToken { claims += ",\"ath\":\"\(Self.accessTokenHash(accessToken))\"" }
+        claims += "}"
+        let input = headerPrefix + "." + Base64URL.encode(Array(claims.utf8))
+        let signature = try preparedKey().sign(Array(input.utf8))
+        return input + "." + Base64URL.encode(signature)
+    }
+
+    /// `ath`: base64url(SHA-256(ASCII(access token))) (RFC 9449 §4.2).
+    public static func accessTokenHash(_ accessToken: String) -> String {
+        Base64URL.encode(Sodium.sha256(Array(accessToken.utf8)))
+    }
+
+    /// `htu`: the request's URI without its query and fragment (RFC 9449 §4.2).
+    static func targetURI(_ url: URL) throws -> String {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false),
+            let scheme = components.scheme?.lowercased(), scheme == "https" || scheme == "http", components.host?.isEmpty == false,
+            components.user == nil, components.password == nil
+        else {
+            throw VaultError(.invalidInput, "A DPoP proof needs an http(s) URL with a host and no user info.")
+        }
+        components.scheme = scheme
+        components.host = components.host?.lowercased()
+        components.query = nil
+        components.fragment = nil
+        if components.path.isEmpty { components.path = "/" }
+        guard let text = components.string else {
+            throw VaultError(.invalidInput, "A DPoP proof's URL could not be written out.")
+        }
+        return text
+    }
+
+    /// The encoded JOSE header, the same for every proof of this key.
+    private let headerPrefix: String
+
+    private static func header(algorithm: DPoPAlgorithm, jwk: [String: String]) -> String {
+        let header = "{\"typ\":\"dpop+jwt\",\"alg\":\"\(algorithm.name)\",\"jwk\":\(canonicalJWK(jwk))}"
+        return Base64URL.encode(Array(header.utf8))
+    }
+
+    private func preparedKey() throws -> any DPoPPreparedKey {
+        if let ready = prepared.value.withLock({ $0 }) { return ready }
+        let signer = try DPoPSigners.required("A DPoP-bound request")
+        let ready = try signer.prepare(privateKey, algorithm: algorithm)
+        prepared.value.withLock { $0 = ready }
+        return ready
+    }
+
+    // MARK: Thumbprint
+
+    /// The RFC 7638 thumbprint of a JWK: SHA-256 of its required members (for EC `crv`, `kty`,
+    /// `x`, `y`; for OKP `crv`, `kty`, `x`; for RSA `e`, `kty`, `n`) as JSON in lexicographic
+    /// order without white space, base64url.
+    public static func thumbprint(of jwk: [String: String]) -> String {
+        let required: [String]
+        switch jwk["kty"] {
+        case "EC": required = ["crv", "kty", "x", "y"]
+        case "OKP": required = ["crv", "kty", "x"]
+        case "RSA": required = ["e", "kty", "n"]
+        default: required = jwk.keys.sorted()
+        }
+        var members: [String: String] = [:]
+        for name in required { members[name] = jwk[name] ?? "" }
+        return Base64URL.encode(Sodium.sha256(Array(canonicalJWK(members).utf8)))
+    }
+
+    /// `{"crv":"P-256","kty":"EC",…}`: members sorted, no white space.
+    static func canonicalJWK(_ jwk: [String: String]) -> String {
+        "{" + jwk.keys.sorted().map { "\(JSONText.string($0)):\(JSONText.string(jwk[$0] ?? ""))" }.joined(separator: ",") + "}"
+    }
+
+    /// The public key as a JWK (JSON), for a server's registration or a test's verifier.
+    public var publicJWKJSON: String { Self.canonicalJWK(publicJWK) }
+
+    // MARK: Never the key
+
+    public static func == (lhs: DPoPKey, rhs: DPoPKey) -> Bool {
+        lhs.algorithm == rhs.algorithm && lhs.thumbprint == rhs.thumbprint
+    }
+
+    public var description: String { "DPoPKey(\(algorithm), jkt: \(thumbprint))" }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror {
+        Mirror(self, children: ["algorithm": algorithm.name, "thumbprint": thumbprint], displayStyle: .struct)
+    }
+}
+
+/// The signer's form of a key, shared by the copies of one ``DPoPKey``.
+private final class PreparedBox: Sendable {
+    let value = Mutex<(any DPoPPreparedKey)?>(nil)
+}
+
+/// base64url without padding (RFC 4648 §5), as JOSE writes it.
+package enum Base64URL {
+    package static func encode(_ bytes: some Collection<UInt8>) -> String {
+        Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    package static func decode(_ text: String) -> [UInt8]? {
+        guard text.utf8.allSatisfy({ $0 != UInt8(ascii: "=") && $0 != UInt8(ascii: "+") && $0 != UInt8(ascii: "/") })
+        else { return nil }
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        return Data(base64Encoded: base64).map(Array.init)
+    }
+}
+
+/// A JSON string literal.
+enum JSONText {
+    static func string(_ value: String) -> String {
+        var out = "\""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}
