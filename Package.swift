@@ -32,6 +32,9 @@ let package = Package(
         // Authorized requests and the token endpoint's transport over URLSession
         // (FoundationNetworking, which TokenVault itself does not import).
         .library(name: "TokenVaultURLSession", targets: ["TokenVaultURLSession"]),
+        // Verified OpenID Connect ID tokens (signature from the issuer's JWKS, iss, aud, exp, iat,
+        // nonce); needs the IDTokenVerification trait (jwt-kit, swift-crypto). Issue 31 point 6.
+        .library(name: "TokenVaultIDToken", targets: ["TokenVaultIDToken"]),
         // The same over AsyncHTTPClient; needs the AsyncHTTPClientAdapter trait (async-http-client, NIO).
         .library(name: "TokenVaultAsyncHTTPClient", targets: ["TokenVaultAsyncHTTPClient"]),
         // DPoP (RFC 9449) signing with swift-crypto; needs the DPoP trait. (issue 32)
@@ -49,9 +52,14 @@ let package = Package(
         .trait(name: "Postgres", description: "Builds the TokenVaultPostgres product (postgres-nio, NIO, BoringSSL)."),
         // issue 32: swift-crypto is already in the graph through postgres-nio, so CLI pays nothing to build it.
         .trait(name: "DPoP", description: "Builds the TokenVaultDPoP product: DPoP proofs signed with swift-crypto."),
+        // Issue 31 point 6 (ID-token verification): its own trait, so that a TokenVault-only
+        // dependent resolves neither jwt-kit nor swift-crypto.
+        .trait(
+            name: "IDTokenVerification",
+            description: "Builds the TokenVaultIDToken product (jwt-kit, swift-crypto): verified ID tokens."),
         .trait(
             name: "CLI", description: "Builds the vault and vault-postgres commands (swift-argument-parser).",
-            enabledTraits: ["Postgres", "DPoP"]),
+            enabledTraits: ["Postgres", "DPoP", "IDTokenVerification"]),
         .trait(
             name: "AsyncHTTPClientAdapter",
             description: "Builds the TokenVaultAsyncHTTPClient product (async-http-client, NIO)."),
@@ -72,6 +80,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         // Only with the DPoP trait: TokenVaultDPoP (issue 32).
         .package(url: "https://github.com/apple/swift-crypto", "3.9.0"..<"5.0.0"),
+        // Only with the IDTokenVerification trait: TokenVaultIDToken (issue 31 point 6). jwt-kit
+        // brings swift-crypto (RSA and ECDSA signature checks) and swift-certificates.
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
     ]
         // `swift package generate-documentation` (the DocC catalog in Sources/TokenVault/Docs.docc):
         // a command plugin, which no trait can hold back, so it is declared only for Scripts/docs.
@@ -154,6 +165,22 @@ package.targets += [
     )
 ]
 
+// MARK: - ID tokens (issue 31 point 6)
+
+package.targets += [
+    // IDTokenVerifier: an ID token's signature checked by jwt-kit against the issuer's JWKS (fetched
+    // over the vault's TokenTransport, cached, refetched once on an unknown kid), then iss, aud,
+    // exp, iat and nonce. Empty without the IDTokenVerification trait, and then jwt-kit is neither
+    // resolved nor built. Kept out of TokenVault so that a cold `vault get` never runs it.
+    .target(
+        name: "TokenVaultIDToken",
+        dependencies: [
+            "TokenVault",
+            .product(name: "JWTKit", package: "jwt-kit", condition: .when(traits: ["IDTokenVerification"])),
+        ]
+    )
+]
+
 // MARK: - PostgreSQL
 
 package.targets += [
@@ -179,6 +206,7 @@ package.targets += [
         dependencies: [
             "TokenVault",
             "TokenVaultGit",
+            "TokenVaultIDToken",
             "TokenVaultMigration",
             "TokenVaultDPoP",  // issue 32
             .product(name: "ArgumentParser", package: "swift-argument-parser", condition: .when(traits: ["CLI"])),
@@ -247,7 +275,7 @@ package.targets += [
         name: "TokenVaultIntegration",
         dependencies: [
             "TokenVault", "TokenVaultGit", "TokenVaultMigration", "TokenVaultPostgres", "TokenVaultTesting", "TokenVaultTestSupport",
-            "TokenVaultURLSession", "TokenVaultAsyncHTTPClient", "TokenVaultDPoP",
+            "TokenVaultURLSession", "TokenVaultAsyncHTTPClient", "TokenVaultDPoP", "TokenVaultIDToken",
             .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClientAdapter"])),
         ],
         path: "Tests/Integration"

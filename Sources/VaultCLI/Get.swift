@@ -38,7 +38,9 @@ extension VaultCommand {
         @OptionGroup var entry: EntryArguments
         @OptionGroup var http: HTTPOptions
 
-        @Flag(help: "Print the whole token as JSON, with RFC 6749 field names, expires_at, expired and expires_within_leeway.")
+        @Flag(
+            help:
+                "Print the whole token as JSON, with RFC 6749 field names, expires_at, expired, expires_within_leeway, and the ID token's claims with id_token_verified.")
         var json = false
 
         @Flag(help: "Print the token even if it has expired.")
@@ -163,7 +165,7 @@ extension VaultCommand {
             // `expired` only once the expiry has passed; a token inside the 60 s leeway (which
             // exits 3 without --allow-expired, all the same) says expires_within_leeway instead.
             let pastExpiry = token.isExpired(at: now, leeway: 0)
-            try Output.json([
+            var fields: [String: Any] = [
                 "access_token": token.accessToken,
                 "token_type": token.tokenType,
                 "refresh_token": token.refreshToken ?? NSNull(),
@@ -172,7 +174,11 @@ extension VaultCommand {
                 "expires_at": token.expiresAt.map(Output.timestamp) ?? NSNull(),
                 "expired": pastExpiry,
                 "expires_within_leeway": !pastExpiry && token.isExpired(at: now, leeway: Self.leeway),
-            ] as [String: Any])
+            ]
+            // The ID token's claims, and whether `vault login` verified them (a stored record; no
+            // cryptography here). `id_token_verified` is false for claims that were not verified.
+            fields.merge(LoginIDToken.jsonFields(token)) { _, new in new }
+            try Output.json(fields)
         }
     }
 }

@@ -18,6 +18,12 @@ extension VaultCommand {
                 discovery metadata (fetched once and stored with the entry): the browser login, or \
                 the device grant with --device.
 
+                With --issuer and a scope holding openid, the browser login sends a nonce, and the \
+                ID token is verified before anything is saved: its signature with a key from the \
+                issuer's jwks_uri (RS256, ES256 or another RSA or ECDSA algorithm), iss, aud, exp, \
+                iat (60 s of clock skew) and the nonce. A refused ID token exits 5 and saves nothing; \
+                vault get --json shows id_token_verified.
+
                 A provider that accepts only the exact redirect URI registered for the client \
                 (Atlassian, GitLab, many OpenID providers) needs --redirect-uri with that URI, such as \
                 http://127.0.0.1:8976/callback (register it so), or --redirect-port 8976 for \
@@ -279,7 +285,7 @@ extension VaultCommand {
                 }
                 client.dpopKey = try DPoPKey.generate(algorithm)
             }
-            let token: OAuthToken
+            var token: OAuthToken
             if let deviceEndpoint {
                 let authorization = try await client.startDeviceAuthorization(
                     at: deviceEndpoint, registration: registration, parameters: authorizationParameters)
@@ -302,6 +308,8 @@ extension VaultCommand {
             } else {
                 throw ValidationError("Give --device-url or --authorize-url.")
             }
+            // OpenID Connect: the ID token is checked before anything is saved (issue 31 point 6).
+            token = try await LoginIDToken.verify(token, registration: registration, nonce: codeLogin?.nonce, client: client)
             try await vault.saveToken(token, for: key, registration: registration, dpopKey: client.dpopKey)
             if let dpopKey = client.dpopKey, token.tokenType.caseInsensitiveCompare("DPoP") != .orderedSame {
                 try Output.note(

@@ -3,7 +3,7 @@ import Foundation
 import TokenVault
 
 /// `vault login --dry-run`: the requests the login would make, in order, with stand-ins for what
-/// only the login itself has (STATE, CHALLENGE, VERIFIER, CODE, DEVICE_CODE, REFRESH_TOKEN). The
+/// only the login itself has (STATE, CHALLENGE, NONCE, VERIFIER, CODE, DEVICE_CODE, REFRESH_TOKEN). The
 /// client secret is never read or shown: only the file it would come from and how it is sent.
 struct LoginDryRun {
     let preset: LoginPreset?
@@ -29,7 +29,8 @@ struct LoginDryRun {
             } else {
                 lines.append("  PORT: a free loopback port picked at login (RFC 8252 §7.3); if the provider takes only a registered URI, give --redirect-uri")
             }
-            let url = (try? codeLogin.authorizationURL(redirectURI: redirect, state: "STATE", codeChallenge: "CHALLENGE"))?.absoluteString ?? "?"
+            let url = (try? codeLogin.authorizationURL(
+                redirectURI: redirect, state: "STATE", codeChallenge: "CHALLENGE", nonce: codeLogin.nonce == nil ? nil : "NONCE"))?.absoluteString ?? "?"
             lines.append("1. The browser opens (GET):")
             lines.append("   \(url)")
             lines.append("2. vault POSTs to \(token):")

@@ -6,7 +6,7 @@ import Testing
 /// What a Swift developer gets who depends on TokenVault: a new package in a scratch directory,
 /// with a path dependency on this one, naming only the `TokenVault` library (and, for its tests,
 /// `TokenVaultTesting`). It must resolve swift-log alone (no postgres-nio, NIO, BoringSSL,
-/// async-http-client or swift-argument-parser: they sit behind package traits), compile neither the git helper nor
+/// async-http-client, jwt-kit, swift-crypto or swift-argument-parser: they sit behind package traits), compile neither the git helper nor
 /// migration, and its own tests must pass: the conformance suite run on a store the developer
 /// wrote, and refresh, rejection, 401 and 5xx tests against the in-process fake token endpoint.
 ///
@@ -45,6 +45,8 @@ import Testing
         let unused = [
             "TokenVaultGit", "TokenVaultMigration", "TokenVaultPostgres", "PostgresNIO", "NIOCore", "ArgumentParser", "VaultCLI",
             "TokenVaultURLSession", "TokenVaultAsyncHTTPClient", "AsyncHTTPClient",
+            // ID-token verification (issue 31 point 6): behind the IDTokenVerification trait.
+            "TokenVaultIDToken", "JWTKit", "Crypto", "CryptoExtras", "X509",
         ]
         let artifacts = try FileManager.default.subpathsOfDirectory(atPath: "\(package)/.build").filter {
             $0.hasSuffix(".o") || $0.hasSuffix(".swiftmodule")

@@ -65,6 +65,9 @@ memory and every client is public. What it does, and what the tests rely on:
   issuer, RFC 8414 style inserted after ``/.well-known/oauth-authorization-server``). A tenant
   named ``mixup-*`` names another issuer in its document; ``oauth-only-*`` has only the RFC 8414
   document. ``GET /discovery/stats?path=...`` counts the requests for one document path.
+* OpenID Connect ID tokens (idtokens.py): a token answer whose scope holds ``openid`` carries an
+  ``id_token`` signed with RS256 or ES256 (keys at ``/jwks``), with the authorization request's
+  ``nonce``; ``/idtoken/control`` spoils the next one and ``/idtoken/rotate`` rotates the keys.
 * /stats also counts the refresh requests that a fault answered (``faults_served``), the
   device polls per user code (``GET /device/stats?user_code=``), and gives the arrival times of a
   user's refresh requests (``refresh_times``), so tests can check back-off server-side.
@@ -153,6 +156,7 @@ from werkzeug.serving import make_server
 
 import dpop
 import history
+import idtokens  # signed ID tokens, /jwks and their faults (issue 31 point 6)
 import providers
 
 TEST_PASSWORD = "test-password"
@@ -352,6 +356,11 @@ def save_token(fields, oauth_request):
             STATE.families[family]["jkt"] = jkt
             STATE.dpop_jkt[user] = jkt
             fields["token_type"] = "DPoP"
+        if "openid" in (fields.get("scope") or "").split():
+            # OpenID Connect: an ID token, with the nonce the authorization request sent (idtokens.py).
+            code = getattr(oauth_request, "authorization_code", None)
+            fields["id_token"] = idtokens.issue(
+                request.host_url.rstrip("/"), oauth_request.client.get_client_id(), user, getattr(code, "nonce", None))
         token = Token(fields, user, oauth_request.client.get_client_id(), family)
         token.jkt = STATE.families[family]["jkt"]
         STATE.by_access[token.access_token] = token
@@ -407,8 +416,9 @@ class RotatingRefreshTokenGrant(grants.RefreshTokenGrant):
 
 
 class AuthorizationCode(AuthorizationCodeMixin):
-    def __init__(self, code, client_id, redirect_uri, scope, user, challenge, method):
+    def __init__(self, code, client_id, redirect_uri, scope, user, challenge, method, nonce=None):
         self.code = code
+        self.nonce = nonce
         self.client_id = client_id
         self.redirect_uri = redirect_uri
         self.scope = scope
@@ -440,6 +450,7 @@ class PKCEAuthorizationCodeGrant(grants.AuthorizationCodeGrant):
                 request.user,
                 request.payload.data.get("code_challenge"),
                 request.payload.data.get("code_challenge_method"),
+                request.payload.data.get("nonce"),
             )
             STATE.counters(request.user)["codes_issued"] += 1
 
@@ -911,11 +922,6 @@ def create_app(expires_in):
             issuer = "https://attacker.example/tenants/" + name
         return discovery(issuer, request.path)
 
-    @app.get("/jwks")
-    def jwks():
-        # Named by the metadata; this server signs no ID tokens yet, so the set is empty.
-        return jsonify(keys=[])
-
     @app.get("/discovery/stats")
     def discovery_stats():
         with STATE_LOCK:
@@ -1095,6 +1101,8 @@ def create_app(expires_in):
     providers.register(app)
     # The per-user log of presented refresh tokens (fingerprints only), for Scripts/fleet.
     history.register(app, user_of_refresh_token)
+    # /jwks and the ID-token controls (idtokens.py).
+    idtokens.register(app)
     return app
 
 

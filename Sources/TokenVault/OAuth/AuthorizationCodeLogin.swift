@@ -19,10 +19,16 @@ public struct AuthorizationCodeLogin: Sendable {
     /// Extra parameters for the authorization request alone, such as Atlassian's
     /// `audience=api.atlassian.com` and `prompt=consent` (never sent to the token endpoint).
     public let authorizationParameters: [String: String]
+    /// The OpenID Connect `nonce` this login sends in its authorization request, made at random
+    /// when the scope holds `openid` (else `nil`). The ID token the login gets must carry it back:
+    /// hand it to the ID-token verifier (TokenVaultIDToken's `IDTokenVerifier`, which `vault login`
+    /// runs), so that an ID token replayed from another login is refused. One login per value:
+    /// make a new `AuthorizationCodeLogin` for each login.
+    public let nonce: String?
 
     /// The authorization request's own parameters, which ``authorizationParameters`` cannot set.
     public static let reservedAuthorizationParameters: Set<String> = [
-        "response_type", "client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method", "scope",
+        "response_type", "client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method", "scope", "nonce",
     ]
 
     /// - Throws: `configurationError` for an authorization endpoint that is not `https` (loopback
@@ -44,6 +50,8 @@ public struct AuthorizationCodeLogin: Sendable {
         self.timeout = timeout
         self.redirectURI = redirectURI
         self.authorizationParameters = authorizationParameters
+        let openID = registration.scope?.split(separator: " ").contains("openid") ?? false
+        self.nonce = try openID ? Self.randomToken(16) : nil
     }
 
     /// The port and path of a fixed loopback redirect URI, checked: `http`, host `127.0.0.1` or
@@ -72,6 +80,12 @@ public struct AuthorizationCodeLogin: Sendable {
     /// ``authorizationParameters``. `vault login --dry-run` shows it with stand-ins for `state`
     /// and the challenge.
     public func authorizationURL(redirectURI: String, state: String, codeChallenge: String) throws -> URL {
+        try authorizationURL(redirectURI: redirectURI, state: state, codeChallenge: codeChallenge, nonce: nonce)
+    }
+
+    /// The URL the browser opens, with `nonce` (OpenID Connect Core §3.1.2.1) in place of this
+    /// login's own ``nonce``: `vault login --dry-run` shows a stand-in.
+    public func authorizationURL(redirectURI: String, state: String, codeChallenge: String, nonce: String?) throws -> URL {
         guard var components = URLComponents(url: authorizationEndpoint, resolvingAgainstBaseURL: false) else {
             throw VaultError(.configurationError, "The authorization endpoint is not a valid URL.")
         }
@@ -85,6 +99,7 @@ public struct AuthorizationCodeLogin: Sendable {
             URLQueryItem(name: "code_challenge_method", value: "S256"),
         ]
         if let scope = registration.scope { items.append(URLQueryItem(name: "scope", value: scope)) }
+        if let nonce { items.append(URLQueryItem(name: "nonce", value: nonce)) }
         for (name, value) in registration.additionalParameters.sorted(by: { $0.key < $1.key })
         where authorizationParameters[name] == nil {
             items.append(URLQueryItem(name: name, value: value))

@@ -97,7 +97,7 @@ public struct ClientRegistration: Sendable, Equatable, Codable, CustomStringConv
     }
 
     /// Refuses any endpoint that is not `https`, except `http` on a loopback host.
-    static func checkEndpoint(_ url: URL, role: String) throws {
+    package static func checkEndpoint(_ url: URL, role: String) throws {
         let scheme = url.scheme?.lowercased()
         guard let host = url.host, !host.isEmpty, scheme == "https" || scheme == "http" else {
             throw VaultError(.configurationError, "The \(role) \(Self.safe(url)) is not an https URL with a host.")
@@ -123,7 +123,7 @@ public struct ClientRegistration: Sendable, Equatable, Codable, CustomStringConv
     }
 
     /// A URL fit for a message: scheme, host, port and path, never a query or user info.
-    static func safe(_ url: URL) -> String {
+    package static func safe(_ url: URL) -> String {
         var components = URLComponents()
         components.scheme = url.scheme
         components.host = url.host

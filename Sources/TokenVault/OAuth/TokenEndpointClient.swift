@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 internal import CCurl
 internal import Glibc
 
@@ -193,7 +193,7 @@ public struct TokenEndpointClient: Sendable {
 
     /// GETs `url` (a discovery document), retrying transient failures; returns the body of a 2xx
     /// answer, or of one whose status is in `passing` (a 404 the caller falls back on), with the status.
-    func get(_ url: URL, role: String, passing: Set<Int> = []) async throws -> (Data, Int) {
+    package func get(_ url: URL, role: String, passing: Set<Int> = []) async throws -> (Data, Int) {
         try ClientRegistration.checkEndpoint(url, role: role)
         let (data, _, status) = try await send(url, role: role, mapOAuthErrors: false, passing: passing) { timeout in
             try await dispatch(url, method: "GET", headers: ["Accept: application/json"], body: Data(), timeout: timeout)

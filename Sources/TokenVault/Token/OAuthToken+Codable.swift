@@ -25,6 +25,7 @@ extension OAuthToken: Codable {
         case expiresAt = "expires_at"
         case refreshTokenExpiresAt = "refresh_token_expires_at"
         case additionalFields = "extra"
+        case idTokenVerification = "id_token_verified"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -48,6 +49,7 @@ extension OAuthToken: Codable {
                 .map(Date.init(timeIntervalSince1970:)),
             additionalFields: try container.decodeIfPresent([String: JSONValue].self, forKey: .additionalFields) ?? [:]
         )
+        idTokenVerificationRecord = try container.decodeIfPresent(IDTokenVerification.self, forKey: .idTokenVerification)
         // Stored data is checked as a response is: a control character read back from a store
         // (written by an older release, or by another program) is never handed out.
         try validateCharacters(source: "The stored token's")
@@ -68,6 +70,7 @@ extension OAuthToken: Codable {
         if !additionalFields.isEmpty {
             try container.encode(additionalFields, forKey: .additionalFields)
         }
+        try container.encodeIfPresent(idTokenVerificationRecord, forKey: .idTokenVerification)
     }
 
     private static func unixSeconds(_ date: Date) -> Int64 {

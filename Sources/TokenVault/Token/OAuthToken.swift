@@ -29,6 +29,9 @@ public struct OAuthToken: Sendable, Equatable {
     public var refreshTokenExpiresAt: Date?
     /// Every other field the server returned, by name.
     public var additionalFields: [String: JSONValue]
+    /// The record of a verification of the ID token (see ``idTokenVerification``), which only the
+    /// verifier makes. Never read from a token endpoint's response.
+    var idTokenVerificationRecord: IDTokenVerification?
 
     public init(
         accessToken: String,
@@ -94,6 +97,7 @@ public struct OAuthToken: Sendable, Equatable {
         }
         if result.idToken == nil {
             result.idToken = idToken
+            result.idTokenVerificationRecord = idTokenVerificationRecord
         }
         if result.scope == nil {
             result.scope = scope
