@@ -218,10 +218,10 @@ import Glibc
         }
     }
 
+    /// The permission bits of `path` itself (FileManager reads them with lstat: a link is not followed).
     private static func mode(_ path: String) throws -> UInt32 {
-        var status = stat()
-        try #require(lstat(path, &status) == 0)
-        return UInt32(status.st_mode) & 0o7777
+        let attributes = try FileManager.default.attributesOfItem(atPath: path)
+        return try #require((attributes[.posixPermissions] as? NSNumber)?.uint32Value) & 0o7777
     }
 
     /// A copy of the `vault` binary in `directory` (0755), which the test users can reach; the
