@@ -37,8 +37,10 @@ extension PostgresStore: StoreRefreshLocking {
     ///    is cut off or dead without a word loses the lock in about 24 s.
     /// 2. `SELECT pg_advisory_xact_lock(k)`: waits at most `timeout` (then `timeout`, SQLSTATE 55P03).
     /// 3. `body` (``Vault``'s locked flight) reads the row again through the view, on this
-    ///    connection, and if it is still stale POSTs the refresh to the token endpoint, then
-    ///    writes the new token (or the stored `invalid_grant` verdict) through the view.
+    ///    connection, and if it is still stale commits the refresh journal on another connection
+    ///    (``LockedView/commitJournal(_:for:)``: fenced by the version read here and by this
+    ///    backend's hold on the lock), POSTs the refresh to the token endpoint, then writes the new
+    ///    token (or the stored `invalid_grant` verdict) through the view.
     /// 4. `COMMIT`, which releases the lock.
     ///
     /// Steps 1 and 2 are retried on a new connection when the connection fails. After the lock,
