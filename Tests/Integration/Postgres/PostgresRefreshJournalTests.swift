@@ -165,9 +165,8 @@ extension PostgresTests {
             try await eventually("the request taken by the hanging server") { try await server.stats(user: user).faultsServed == 1 }
             child.kill9()
             _ = try await child.wait(bound: .seconds(60))
-            try await withStore(postgres, setup) { vault in
-                #expect(try await vault.storedEntry(for: setup.key)?.wasInterrupted() != nil)
-            }
+            let afterKill = try await withStore(postgres, setup) { vault in try await vault.storedEntry(for: setup.key) }
+            #expect(try afterKill?.wasInterrupted() != nil, "the journal outlived the process")
             let next = try await run(setup, label: "next")
             #expect(next.process.terminationStatus == 0, "\(next.errorOutput)")
             try await withStore(postgres, setup) { vault in
@@ -200,8 +199,9 @@ extension PostgresTests {
                     if fault == "a newer token" {
                         try await Vault(store: other).saveToken(newer, for: setup.key, registration: try server.publicClient())
                     } else {
+                        // Waits (up to 10 s) until the backend is gone, and its lock with it.
                         let ended = try postgres.sql(
-                            setup.database, "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted")
+                            setup.database, "SELECT pg_terminate_backend(pid, 10000) FROM pg_locks WHERE locktype = 'advisory' AND granted")
                         #expect(ended == "t")
                     }
                     entry.presenting = RefreshPresenting(
