@@ -37,8 +37,10 @@ extension PostgresStore: StoreRefreshLocking {
     ///    is cut off or dead without a word loses the lock in about 24 s.
     /// 2. `SELECT pg_advisory_xact_lock(k)`: waits at most `timeout` (then `timeout`, SQLSTATE 55P03).
     /// 3. `body` (``Vault``'s locked flight) reads the row again through the view, on this
-    ///    connection, and if it is still stale POSTs the refresh to the token endpoint, then
-    ///    writes the new token (or the stored `invalid_grant` verdict) through the view.
+    ///    connection, and if it is still stale commits the refresh journal on another connection
+    ///    (``LockedView/commitJournal(_:for:)``: fenced by the version read here and by this
+    ///    backend's hold on the lock), POSTs the refresh to the token endpoint, then writes the new
+    ///    token (or the stored `invalid_grant` verdict) through the view.
     /// 4. `COMMIT`, which releases the lock.
     ///
     /// Steps 1 and 2 are retried on a new connection when the connection fails. After the lock,
@@ -65,6 +67,7 @@ extension PostgresStore: StoreRefreshLocking {
         while true {
             // Steps 1 and 2: a connection in a transaction that holds the lock, or an error.
             let held: HeldConnection
+            let backendPID: Int32
             do {
                 held = try await holdConnection(within: bound, what: "take the refresh lock of \(key)")
             } catch {
@@ -78,7 +81,9 @@ extension PostgresStore: StoreRefreshLocking {
             do {
                 let connection = held.connection
                 try await Self.withDeadline(bound, what: "begin the refresh of \(key)", vault: vault) {
-                    try await connection.run("BEGIN", logger: PostgresSQL.silent)
+                    // Read committed (whatever the server's default): the answer's save must see the
+                    // journal that another connection committed during the flight.
+                    try await connection.run("BEGIN ISOLATION LEVEL READ COMMITTED", logger: PostgresSQL.silent)
                     try await connection.run(
                         """
                         SELECT set_config('lock_timeout', \("\(waitMilliseconds)ms"), true),
@@ -86,8 +91,14 @@ extension PostgresStore: StoreRefreshLocking {
                         """, logger: PostgresSQL.silent)
                     try await connection.run(PostgresQuery(unsafeSQL: Self.deadPeerSettings), logger: PostgresSQL.silent)
                 }
-                try await Self.withDeadline(bound + timeout, what: "take the refresh lock of \(key)", vault: vault) {
-                    try await connection.run("SELECT pg_advisory_xact_lock(\(lockKey))", logger: PostgresSQL.silent)
+                // The backend's pid names the lock's holder in pg_locks (the journal's fence).
+                backendPID = try await Self.withDeadline(bound + timeout, what: "take the refresh lock of \(key)", vault: vault) {
+                    let rows = try await connection.query(
+                        "SELECT pg_advisory_xact_lock(\(lockKey))::text, pg_backend_pid()", logger: PostgresSQL.silent)
+                    var pid: Int32?
+                    for try await (_, backend) in rows.decode((String?, Int32).self) { pid = backend }
+                    guard let pid else { throw VaultError(.io, "PostgreSQL answered no row to the refresh lock of \(key) in \(vault).") }
+                    return pid
                 }
             } catch {
                 // The server rolls the transaction back when its connection ends.
@@ -106,7 +117,7 @@ extension PostgresStore: StoreRefreshLocking {
                 continue
             }
             defer { held.release() }
-            return try await lockedFlight(key, lockKey: lockKey, timeout: timeout, on: held, body)
+            return try await lockedFlight(key, lockKey: lockKey, backendPID: backendPID, timeout: timeout, on: held, body)
         }
     }
 
@@ -144,13 +155,14 @@ extension PostgresStore: StoreRefreshLocking {
 
     /// Steps 3 and 4 of ``withRefreshLock(on:timeout:_:)``, on a connection that holds the lock.
     private func lockedFlight<Result: Sendable>(
-        _ key: CredentialKey, lockKey: Int64, timeout: Duration, on held: HeldConnection, _ body: (any CredentialStore) async throws -> Result
+        _ key: CredentialKey, lockKey: Int64, backendPID: Int32, timeout: Duration, on held: HeldConnection,
+        _ body: (any CredentialStore) async throws -> Result
     ) async throws -> Result {
         let connection = held.connection
         let vault = vaultName
         // Step 3.
         let outcome: Swift.Result<Result, any Error>
-        let view = LockedView(store: self, held: held, lockKey: lockKey, flight: key, timeout: timeout)
+        let view = LockedView(store: self, held: held, lockKey: lockKey, backendPID: backendPID, flight: key, timeout: timeout)
         // The read cache forgets what the view wrote once the commit is over (other processes
         // hear the NOTIFY that commits with it).
         defer { readCache?.invalidate(rowHashes: view.written.rows) }
@@ -294,16 +306,19 @@ struct LockedView: CredentialStore {
     let store: PostgresStore
     let held: HeldConnection
     let lockKey: Int64
+    /// The backend (`pg_backend_pid()`) whose transaction holds the advisory lock.
+    let backendPID: Int32
     let flight: CredentialKey
     /// The flight's lock wait, which also bounds a replay (with the operation's bound).
     let timeout: Duration
     /// What the view read and wrote, shared by its copies.
     let written = ViewRecord()
 
-    init(store: PostgresStore, held: HeldConnection, lockKey: Int64, flight: CredentialKey, timeout: Duration) {
+    init(store: PostgresStore, held: HeldConnection, lockKey: Int64, backendPID: Int32, flight: CredentialKey, timeout: Duration) {
         self.store = store
         self.held = held
         self.lockKey = lockKey
+        self.backendPID = backendPID
         self.flight = flight
         self.timeout = timeout
     }
@@ -426,6 +441,20 @@ final class ViewRecord: Sendable {
     }
 
     func lose() { state.withLock { $0.lost = true } }
+
+    /// The version `rowHash` had when first read (`.some(nil)`: no row), or nil when never read.
+    func version(read rowHash: Data) -> Int64?? {
+        state.withLock { $0.seen[rowHash] }
+    }
+
+    /// The refresh journal was committed apart (``LockedView/commitJournal(_:for:)``), leaving the
+    /// row at `version`: later writes, and their replay, are fenced by that version.
+    func journaled(_ rowHash: Data, version: Int64) {
+        state.withLock { state in
+            state.rows.append(rowHash)
+            state.seen[rowHash] = .some(version)
+        }
+    }
 
     /// The pending writes are committed, leaving the rows at `versions`: later writes are fenced by those.
     func madeDurable(_ versions: [Data: Int64?]) {

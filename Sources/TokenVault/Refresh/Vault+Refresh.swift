@@ -153,10 +153,11 @@ extension Vault {
             // A store shared across hosts locks for itself: the re-read and the write below then
             // run inside its lock (for PostgreSQL, one transaction holding pg_advisory_xact_lock).
             return try await shared.withRefreshLock(on: key, timeout: timeout) { locked in
-                // No journal here: written inside the transaction, it would vanish with the process.
+                // The journal is committed apart from the lock's transaction (RefreshJournalWriting):
+                // written inside it, it would vanish with the process.
                 try await refreshLocked(
-                    key, store: locked, need: need, now: now, coordinator: coordinator, window: window, journal: false,
-                    operation: operation)
+                    key, store: locked, need: need, now: now, coordinator: coordinator, window: window,
+                    journal: locked is any RefreshJournalWriting, operation: operation)
             }
         case .files(let directory):
             lock = try await RefreshLock.acquire(path: directory.lockFilePath(for: key), timeout: timeout)
@@ -238,7 +239,12 @@ extension Vault {
             presenting.presenting = RefreshPresenting(
                 refreshTokenHash: try RefreshRejection.hash(refreshToken), at: Int64(date.timeIntervalSince1970.rounded()),
                 pid: getpid())
-            try await store.save(presenting.storedForm(), for: key, contentType: .json)
+            if let journaling = store as? any RefreshJournalWriting {
+                // Committed now, on its own, where every host sees it (the lock's writes wait for its release).
+                try await journaling.commitJournal(presenting.storedForm(), for: key)
+            } else {
+                try await store.save(presenting.storedForm(), for: key, contentType: .json)
+            }
         }
         let response: OAuthToken
         do {
