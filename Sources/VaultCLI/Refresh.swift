@@ -175,18 +175,23 @@ struct RefreshOptions: ParsableArguments {
     /// The secret in `path`: its first line. The file must be a regular file that group and
     /// others cannot read, as key files must.
     private static func readSecret(_ path: String) throws -> String {
-        var status = stat()
-        guard stat(path, &status) == 0 else {
-            throw VaultError(.notFound, "The client secret file \(path) cannot be read: \(String(cString: strerror(errno))).")
+        let found: SystemCall.FileStatus?
+        do {
+            found = try SystemCall.stat(path)
+        } catch {
+            throw VaultError(.notFound, "The client secret file \(path) cannot be read: \(error.message).")
         }
-        guard (status.st_mode & S_IFMT) == S_IFREG else {
+        guard let status = found else {
+            throw VaultError(.notFound, "The client secret file \(path) cannot be read: \(Errno.noSuchFileOrDirectory.message).")
+        }
+        guard status.isRegularFile else {
             throw VaultError(.invalidInput, "The client secret file \(path) is not a regular file.")
         }
-        guard (status.st_mode & 0o077) == 0 else {
+        guard status.groupOrOtherBits == 0 else {
             throw VaultError(
                 .insecurePermissions, "The client secret file \(path) is readable by group or others; make it private with chmod 600.")
         }
-        guard status.st_size <= 64 * 1024, let data = FileManager.default.contents(atPath: path),
+        guard status.size <= 64 * 1024, let data = FileManager.default.contents(atPath: path),
             let text = String(data: data, encoding: .utf8)
         else {
             throw VaultError(.invalidInput, "The client secret file \(path) is not a small UTF-8 text file.")
