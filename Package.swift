@@ -41,12 +41,13 @@ let package = Package(
         .library(name: "TokenVaultDPoP", targets: ["TokenVaultDPoP"]),
         // The PostgreSQL backend for fleets; needs the Postgres trait (postgres-nio, NIO, BoringSSL).
         .library(name: "TokenVaultPostgres", targets: ["TokenVaultPostgres"]),
-        // The command for administrators; needs the CLI trait. It does not build or link
-        // postgres-nio: a command whose backend plan names postgres is handed over to
-        // `vault-postgres` (below), installed beside it.
+        // The command for administrators; needs the CLI trait. It links neither postgres-nio nor
+        // swift-crypto nor jwt-kit: a command that needs one of them (a postgres backend, a DPoP
+        // proof, an ID-token check, `login`, `agent`) is handed over to `vault-full` (below),
+        // installed beside it.
         .executable(name: "vault", targets: ["vault"]),
-        // The same command with the PostgreSQL backend registered.
-        .executable(name: "vault-postgres", targets: ["vault-postgres"]),
+        // The same command with the PostgreSQL backend, the DPoP signer and the ID-token verifier.
+        .executable(name: "vault-full", targets: ["vault-full"]),
     ],
     traits: [
         .trait(name: "Postgres", description: "Builds the TokenVaultPostgres product (postgres-nio, NIO, BoringSSL)."),
@@ -58,7 +59,7 @@ let package = Package(
             name: "IDTokenVerification",
             description: "Builds the TokenVaultIDToken product (jwt-kit, swift-crypto): verified ID tokens."),
         .trait(
-            name: "CLI", description: "Builds the vault and vault-postgres commands (swift-argument-parser).",
+            name: "CLI", description: "Builds the vault and vault-full commands (swift-argument-parser).",
             enabledTraits: ["Postgres", "DPoP", "IDTokenVerification"]),
         .trait(
             name: "AsyncHTTPClientAdapter",
@@ -74,7 +75,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         // Only with the CLI trait: the `vault` command.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        // Only with the Postgres trait: TokenVaultPostgres and `vault-postgres`.
+        // Only with the Postgres trait: TokenVaultPostgres and `vault-full`.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         // Only with the AsyncHTTPClientAdapter trait: TokenVaultAsyncHTTPClient.
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
@@ -206,18 +207,16 @@ package.targets += [
         dependencies: [
             "TokenVault",
             "TokenVaultGit",
-            "TokenVaultIDToken",
             "TokenVaultMigration",
-            "TokenVaultDPoP",  // issue 32
             .product(name: "ArgumentParser", package: "swift-argument-parser", condition: .when(traits: ["CLI"])),
         ]
     ),
-    // Without postgres-nio, NIO and BoringSSL: measured, a cold file-vault `vault get` took 25 %
-    // less CPU and started 4 ms sooner once they were out of the binary (issue 17). Since issue 32
-    // it links swift-crypto (its own BoringSSL copy) through TokenVaultDPoP for DPoP proofs; no
-    // static initializer runs, but the cold `vault get` still needs measuring against main.
+    // Without postgres-nio, NIO, BoringSSL, swift-crypto and jwt-kit: measured, a cold file-vault
+    // `vault get` took 25 % less CPU and started 4 ms sooner once postgres-nio was out of the binary
+    // (issue 17), and 16 % fewer instructions once swift-crypto and jwt-kit were (issue 32).
     .executableTarget(name: "vault", dependencies: ["VaultCLI"]),
-    .executableTarget(name: "vault-postgres", dependencies: ["VaultCLI", "TokenVault", "TokenVaultPostgres"]),
+    .executableTarget(
+        name: "vault-full", dependencies: ["VaultCLI", "TokenVault", "TokenVaultPostgres", "TokenVaultDPoP", "TokenVaultIDToken"]),
 ]
 
 // MARK: - Tests
@@ -264,7 +263,7 @@ package.targets += [
     .testTarget(
         name: "vaultTests",
         dependencies: [
-            "TokenVault", "TokenVaultMigration", "TokenVaultTestSupport", "VaultCLI", "vault", "vault-postgres", "tutorial-defaults",
+            "TokenVault", "TokenVaultMigration", "TokenVaultTestSupport", "VaultCLI", "vault", "vault-full", "tutorial-defaults",
         ]
     ),
     // Integration tests (Tests/Integration): the real gnome-keyring on a private D-Bus and the
@@ -284,7 +283,7 @@ package.targets += [
         name: "TokenVaultIntegrationTests",
         dependencies: [
             .target(name: "TokenVaultIntegration", condition: .when(traits: ["Integration"])),
-            "vault", "vault-postgres", "secret-service-check", "oauth-example", "refresh-stress",
+            "vault", "vault-full", "secret-service-check", "oauth-example", "refresh-stress",
         ]
     ),
 ]

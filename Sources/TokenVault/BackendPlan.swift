@@ -50,7 +50,7 @@ public struct BackendPlan: Sendable, CustomStringConvertible {
     public let location: String?
     /// The backend the configuration names that this program has not registered (see
     /// ``VaultBackends``): the plan is refused, and the `vault` command hands itself over to the
-    /// program that has it (`vault-postgres`).
+    /// program that has it (`vault-full`).
     public let unregisteredBackend: BackendKind?
 
     /// The backend to use, or `nil` when the plan is refused.
@@ -134,7 +134,7 @@ public struct BackendPlan: Sendable, CustomStringConvertible {
             return (
                 .refuse(VaultError(
                     .backendUnavailable,
-                    "The \(kind) backend is not part of this program. A program that uses TokenVault opens it once it registers it (import TokenVaultPostgres; VaultBackends.register(PostgresBackend())); the vault command hands such commands to vault-postgres."
+                    "The \(kind) backend is not part of this program. A program that uses TokenVault opens it once it registers it (import TokenVaultPostgres; VaultBackends.register(PostgresBackend())); the vault command hands such commands to vault-full."
                 )),
                 "the \(kind) backend was requested and is not registered in this program", nil
             )

@@ -1,11 +1,11 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import Foundation
 import TokenVault
-import TokenVaultIDToken
 
 /// `vault login`'s check of the ID token it got (issue 31 point 6), and how `vault get --json`
-/// shows its claims. The verifier (jwt-kit, swift-crypto) runs only here, in a login: `vault get`
-/// reads the stored verification record and runs no cryptography.
+/// shows its claims. The verifier (jwt-kit, swift-crypto) is `vault-full`'s (``LoginIDTokenVerifying``)
+/// and runs only here, in a login, which `vault` always hands to `vault-full`: `vault get` reads
+/// the stored verification record and runs no cryptography.
 enum LoginIDToken {
     /// `token` with its ID token verified and the verification recorded, when the registration
     /// knows the issuer's `jwks_uri`; else `token` as it is, with a note that its claims are
@@ -19,10 +19,16 @@ enum LoginIDToken {
                 "The ID token was not verified: the registration has no jwks_uri (log in with --issuer to verify it). Its claims are stored as unverified.")
             return token
         }
+        guard let verifier = LoginIDTokenVerifiers.current else {
+            // Only a program built without jwt-kit gets here; `vault` hands every login over.
+            throw VaultError(
+                .configurationError, "This program cannot verify ID tokens (it has no jwt-kit); log in with vault-full. Nothing was saved.")
+        }
         let verified: OAuthToken
         do {
-            verified = try await IDTokenVerifier(registration: registration, client: client).verify(token: token, nonce: nonce)
-        } catch let error as VaultError where error.underlying is IDTokenVerificationError {
+            verified = try await verifier.verify(token, registration: registration, nonce: nonce, client: client)
+        } catch let refusal as LoginIDTokenRefusal {
+            let error = refusal.error
             throw VaultError(
                 error.code,
                 "\(error.message) The login's token was not saved. A wrong issuer or audience, or another login's nonce, means the answer was not meant for this login; an expired or future token, check this machine's clock.",

@@ -2,7 +2,6 @@
 import ArgumentParser
 import Dispatch
 import TokenVault
-import TokenVaultDPoP
 
 struct VaultCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -49,8 +48,6 @@ struct VaultCommand: AsyncParsableCommand {
         do {
             // Before anything reads a secret: no core dump of this process may hold one.
             try ProcessHardening.disableCoreDumps()
-            // DPoP-bound entries sign with swift-crypto (one registration, no work until a proof).
-            DPoP.install()
             switch FastPath.parse(Array(CommandLine.arguments.dropFirst())) {
             case .version?:
                 try Output.line(TokenVaultVersion.current)
@@ -60,11 +57,9 @@ struct VaultCommand: AsyncParsableCommand {
             case nil:
                 command = try parseAsRoot()
             }
-            // `vault` registers no PostgreSQL backend: a command whose plan names it runs in
-            // `vault-postgres` instead, before anything is read or written.
-            if let command = command as? any OpensVaults {
-                try BackendHandoff.handOverIfNeeded(command)
-            }
+            // `vault` has no PostgreSQL backend, DPoP signer or ID-token verifier: a command that
+            // needs one runs in `vault-full` instead, before anything is read or written.
+            try BackendHandoff.handOverIfNeeded(command)
         } catch {
             fail(error)
         }
@@ -75,7 +70,14 @@ struct VaultCommand: AsyncParsableCommand {
         }
         let box = CommandBox(command: asyncCommand)
         Task.detached {
-            do { try await box.run() } catch { fail(error) }
+            do {
+                try await box.run()
+            } catch {
+                // A DPoP-bound entry `vault` cannot sign for: the same command, from the start, in
+                // `vault-full` (nothing was written or sent).
+                do { try box.rerunIfNeeded(after: error) } catch { fail(error) }
+                fail(error)
+            }
             Self.exit()
         }
         dispatchMain()
@@ -108,6 +110,10 @@ private final class CommandBox: @unchecked Sendable {  // a parsed command, touc
 
     func run() async throws {
         try await command.run()
+    }
+
+    func rerunIfNeeded(after error: any Error) throws {
+        try BackendHandoff.rerunIfNeeded(command, after: error)
     }
 }
 #endif

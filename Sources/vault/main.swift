@@ -1,7 +1,7 @@
-// The `vault` command without the PostgreSQL backend: postgres-nio and NIO are not in this binary,
-// so a file or Secret Service command starts without loading them (swift-crypto is, for DPoP
-// proofs, used only when an entry is DPoP-bound). A command whose
-// backend plan names postgres is handed over to `vault-postgres` (VaultCLI's BackendHandoff).
+// The `vault` command without the PostgreSQL backend, swift-crypto and jwt-kit: a cold file or
+// Secret Service command neither loads nor scans them. A command that needs one of them (a
+// postgres backend, `login`, `agent`, a DPoP proof) is handed over to `vault-full` (VaultCLI's
+// BackendHandoff).
 #if CLI
 import VaultCLI
 

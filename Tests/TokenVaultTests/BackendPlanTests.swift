@@ -40,7 +40,7 @@ import Testing
 
     /// A backend that is not TokenVault's own is used only once the program registered it; until
     /// then the plan is refused, fails closed (no other backend), and names what is missing, so
-    /// that `vault` can hand the command over to `vault-postgres`.
+    /// that `vault` can hand the command over to `vault-full`.
     @Test func anUnregisteredPostgresIsRefusedAndNamed() async throws {
         var configuration = VaultConfiguration(backend: .postgres)
         configuration.keySource = .keyFile("/nonexistent")

@@ -28,6 +28,13 @@ public struct AgentClient: Sendable {
     public let socketPath: String
     /// How long a request may take in all, connecting included.
     public var deadline: Duration
+    /// How long a request that may make the agent refresh first (a `fresh` token, a DPoP proof)
+    /// may take while the agent is still at work: the token endpoint's whole deadline and a
+    /// margin. A token endpoint that answers in 0.6 s must not send every caller of an expired
+    /// token around the agent (a user whom a system agent's policy serves cannot go direct at
+    /// all). Past ``deadline`` the client waits on only while the agent's process runs or sleeps;
+    /// a stopped agent sends it direct at ``deadline``, and one that dies closes the connection.
+    public var refreshDeadline: Duration = TokenEndpointClient.defaultDeadline + .seconds(5)
 
     /// Why the agent cannot answer; the caller goes direct.
     public struct Unavailable: Error, Sendable, CustomStringConvertible {
@@ -70,7 +77,7 @@ public struct AgentClient: Sendable {
                 "the agent at \(socketPath) runs as uid \(connection.peerUID.map(String.init) ?? "unknown"), not as this user; the passphrase was not sent",
                 noteworthy: true)
         }
-        return try connection.send(request, deadline: deadline)
+        return try connection.send(request, deadline: deadline, patience: request.mayRefresh ? refreshDeadline : nil)
     }
 
     /// The access token under `key`, as the agent serves it.
@@ -143,12 +150,16 @@ public struct AgentClient: Sendable {
         /// The uid the agent runs as, as the kernel recorded it when it listened; nil when it
         /// cannot be read.
         public let peerUID: UInt32?
+        /// The agent's process, as the kernel recorded it; nil when it cannot be read.
+        private let peerPID: Int32?
 
         /// Connects; never waits (a Unix socket's connect completes or fails at once).
         public init(socketPath: String) throws(Unavailable) {
             do {
                 fd = try SystemCall.connectUnix(socketPath)
-                peerUID = try? SystemCall.peerCredentials(fd).uid
+                let peer = try? SystemCall.peerCredentials(fd)
+                peerUID = peer?.uid
+                peerPID = peer?.pid
             } catch {
                 switch error {
                 case .noSuchFileOrDirectory: throw Unavailable("no agent socket at \(socketPath)")
@@ -160,9 +171,29 @@ public struct AgentClient: Sendable {
 
         deinit { SystemCall.close(fd) }
 
-        /// Sends `request` and reads the answer, both within `deadline`.
-        public func send(_ request: AgentRequest, deadline: Duration) throws(Unavailable) -> AgentResponse {
-            let milliseconds = Int32(clamping: deadline.components.seconds * 1000 + deadline.components.attoseconds / 1_000_000_000_000_000)
+        private static func readable(_ fd: Int32, within milliseconds: Int32) throws(FrameIO.ReadFailure) -> Bool {
+            do { return try SystemCall.wait(fd, milliseconds: milliseconds) } catch { throw .system(error) }
+        }
+
+        private static func milliseconds(_ duration: Duration) -> Int32 {
+            Int32(clamping: duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+        }
+
+        /// Whether process `pid` is running or waiting (state R, S or D in /proc/PID/stat), not
+        /// stopped, traced, dead or gone.
+        private static func isAtWork(_ pid: Int32) -> Bool {
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                let end = stat.lastIndex(of: ")")
+            else { return false }
+            let state = stat[stat.index(after: end)...].drop { $0 == " " }.first
+            return state == "R" || state == "S" || state == "D"
+        }
+
+        /// Sends `request` and reads the answer, both within `deadline`, or within `patience` when
+        /// it is given and the agent's process is still running or waiting (on the token
+        /// endpoint, say) at `deadline`.
+        public func send(_ request: AgentRequest, deadline: Duration, patience: Duration? = nil) throws(Unavailable) -> AgentResponse {
+            var milliseconds = Self.milliseconds(deadline)
             let start = SystemCall.monotonicMilliseconds
             var bytes = request.encoded()
             defer { bytes.wipe() }
@@ -178,9 +209,22 @@ public struct AgentClient: Sendable {
                 }
                 throw Unavailable("the agent did not take the request: \(error.message)", noteworthy: true)
             }
-            let left = max(1, Int32(clamping: Int64(milliseconds) - (SystemCall.monotonicMilliseconds - start)))
+            var left = max(1, Int32(clamping: Int64(milliseconds) - (SystemCall.monotonicMilliseconds - start)))
             let body: [UInt8]
-            do {
+            do throws(FrameIO.ReadFailure) {
+                if let patience, let pid = peerPID, pid > 0 {
+                    // The first byte of the answer may wait on the agent's refresh: slices of
+                    // `deadline`, while the agent's process is at work, up to `patience` in all.
+                    let slice = milliseconds
+                    let longest = Int64(Self.milliseconds(max(patience, deadline)))
+                    while try !Self.readable(fd, within: left) {
+                        let spent = SystemCall.monotonicMilliseconds - start
+                        guard spent < longest, Self.isAtWork(pid) else { throw FrameIO.ReadFailure.timedOut }
+                        left = Int32(clamping: min(Int64(slice), longest - spent))
+                        milliseconds = Int32(clamping: spent + Int64(left))
+                    }
+                    left = max(left, 50)
+                }
                 body = try FrameIO.readBody(fd, idleMilliseconds: left, deadlineMilliseconds: left)
             } catch {
                 switch error {

@@ -425,3 +425,14 @@ extension AgentProtocol {
         return runtime + "/tokenvault/agent.sock"
     }
 }
+
+extension AgentRequest {
+    /// Whether the agent may go to the token endpoint before it answers.
+    var mayRefresh: Bool {
+        switch self {
+        case .token(let request): request.fresh
+        case .proof: true
+        case .status, .unlock, .lock: false
+        }
+    }
+}

@@ -46,10 +46,20 @@ package enum DPoPSigners {
         return signer
     }
 
-    /// The error of a program that meets DPoP without a signer.
+    /// The error of a program that meets DPoP without a signer. It is thrown before anything is
+    /// written or sent, so that a program can run the same work again elsewhere (`vault` hands it
+    /// to `vault-full`).
     package static func missing(_ what: String) -> VaultError {
         VaultError(
             .configurationError,
-            "\(what) needs a DPoP proof, and this program cannot sign one: link the TokenVaultDPoP product (package trait DPoP) and call DPoP.install() at start. The vault command does. Nothing was sent.")
+            "\(what) needs a DPoP proof, and this program cannot sign one: link the TokenVaultDPoP product (package trait DPoP) and call DPoP.install() at start (vault-full does, and vault hands such commands to it). Nothing was sent.",
+            underlying: SignerMissing())
     }
+
+    /// Whether `error` is ``missing(_:)``'s.
+    package static func isMissing(_ error: any Error) -> Bool {
+        (error as? VaultError)?.underlying is SignerMissing
+    }
+
+    private struct SignerMissing: Error, Sendable {}
 }

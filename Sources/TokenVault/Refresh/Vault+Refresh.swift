@@ -231,6 +231,10 @@ extension Vault {
             throw Self.reauthenticationRequired(key, rejection)
         }
 
+        // A DPoP-bound grant is refreshed with its key's proof: without a signer, stop before the
+        // journal is written or anything is sent.
+        if entry.dpop != nil, DPoPSigners.current == nil { throw DPoPSigners.missing("Refreshing \(key)") }
+
         logger.debug("refreshing token", metadata: ["key": "\(key)"])
         window.enter()
         if journal, let refreshToken = current.refreshToken {

@@ -409,6 +409,40 @@ import Glibc
         }
     }
 
+    /// A token endpoint slower than the client's 0.5 s deadline: a client whose fresh token waits
+    /// on the agent's refresh keeps waiting while the agent works, and gets the agent's token. It
+    /// went around the agent before (0.5 s, then direct), and a user whom only the agent can serve
+    /// (here: no key; on a server, a system agent's policy) failed.
+    @Test func aClientWaitsForTheAgentsRefreshAtASlowTokenEndpoint() async throws {
+        let server = try TestOAuthServer.require()
+        let user = uniqueName("agent-slow")
+        let key = try CredentialKey(service: uniqueName("tv-agent-slow"), account: "acct")
+        try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
+            var token = try await server.login(user: user)
+            token.issuedAt = Date().addingTimeInterval(-60)
+            token.expiresAt = Date().addingTimeInterval(-5)
+            try await vault.saveToken(token, for: key, registration: try server.publicClient())
+            try await server.fault(user: user, "hold")
+            let before = try await server.stats(user: user)
+            let agent = try await RunningAgent(scratch)
+            defer { agent.stop() }
+            // The agent refreshes the expired token as soon as it has opened the vault; the
+            // server holds that request.
+            try await eventually("the agent's refresh held by the server") { try await server.stats(user: user).held == 1 }
+            async let fresh = cli(["get", key.service, key.account, "--fresh"], agent.keylessClient)
+            // The fault under test: the token endpoint answers after 1.5 s (three client deadlines).
+            try await Task.sleep(for: .milliseconds(1500))
+            try await server.release(user: user)
+            let result = try await fresh
+            #expect(result.status == 0, "\(result)")
+            #expect(!result.stderr.contains("going direct"), "\(result)")
+            let stored = try #require(try await vault.token(for: key))
+            #expect(result.stdoutText == stored.accessToken + "\n" && stored.accessToken != token.accessToken, "\(result)")
+            #expect(result.elapsed > .seconds(1), "the client did not wait on the held refresh: \(result.elapsed)")
+            #expect(try await server.stats(user: user).refreshSucceeded == before.refreshSucceeded + 1, "one refresh, the agent's")
+        }
+    }
+
     @Test func aKilledOrStoppedAgentSendsClientsDirectWithinOneSecond() async throws {
         let key = try CredentialKey(service: uniqueName("tv-agent-kill"), account: "acct")
         try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
@@ -422,6 +456,11 @@ import Glibc
             #expect(stopped.stdoutText == token.accessToken + "\n", "\(stopped)")
             #expect(stopped.elapsed < .seconds(1), "\(stopped.elapsed)")
             #expect(stopped.stderr.contains("going direct"), "\(stopped)")
+            // A fresh token from a stopped agent: the client waits on past its deadline only while
+            // the agent's process runs or sleeps, never for a stopped one.
+            let stoppedFresh = try await cli(["get", key.service, key.account, "--fresh"], agent.keyedClient)
+            #expect(stoppedFresh.stdoutText == token.accessToken + "\n", "\(stoppedFresh)")
+            #expect(stoppedFresh.elapsed < .seconds(1), "\(stoppedFresh.elapsed)")
             // Killed: the socket file stays behind, nobody listens.
             agent.process.kill(SIGCONT)
             agent.process.kill(SIGKILL)
