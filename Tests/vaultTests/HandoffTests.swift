@@ -7,7 +7,7 @@ import Glibc
 
 /// `vault` is built without the PostgreSQL backend (postgres-nio, NIO, BoringSSL), so that its
 /// file and Secret Service commands start without them (issue 17), and without swift-crypto and
-/// jwt-kit, whose conformance records alone cost a cold `vault get` 16 % more instructions
+/// jwt-kit, whose conformance records alone cost a cold `vault get` 19 % more instructions
 /// (issue 32). A command that needs one of them replaces the process with `vault-full`. The
 /// PostgreSQL suites (Tests/Integration/Postgres) and DPoPServerTests run every verb through that
 /// handoff against a real cluster and a real DPoP verifier; these tests check the parts that need
