@@ -98,11 +98,10 @@ hidden byte k_claim, k_nolock, k_perhost, k_noverdict, k_norelease, k_noreread, 
 #define NOREREAD  k_noreread    /* TV_NOREREAD */
 #define GRACE     k_grace       /* TV_GRACE */
 #define INORDER   k_inorder     /* TV_INORDER */
-#ifdef LOCAL
-#define JOURNAL   (!k_nojournal) /* TV_NOJOURNAL turns it off */
-#else
-#define JOURNAL   0             /* PostgreSQL: the record would vanish with the transaction */
-#endif
+/* TV_NOJOURNAL turns it off. PostgreSQL commits the record on a connection of its own, fenced by
+ * the row's version and by pg_locks showing that the flight's backend still holds the lock (a
+ * record in the flight's own transaction would vanish with it). */
+#define JOURNAL   (!k_nojournal)
 #ifndef EXPIRE
 #define EXPIRE 0
 #endif
@@ -270,7 +269,7 @@ inline fault(s) {
  * fault that may strike right after it. */
 proctype task(byte t; byte p) {
   byte rt, ans, newrt, g, res, attempt;
-  bit conn_dead, pend, pend_fresh, interrupted;
+  bit conn_dead, pend, pend_fresh, pend_vint, interrupted;
   byte pend_rt, pend_verdict;
   {
     /* A process dies or freezes at the steps of its flight; here only one that has none. */
@@ -308,6 +307,13 @@ proctype task(byte t; byte p) {
       :: !NOVERDICT && !db_fresh && db_verdict == rt -> res = T_FAIL; goto commit   /* rejected before: log in again */
       :: else -> skip
       fi;
+#ifndef LOCAL
+      /* PostgreSQL: the journal is committed here, before the request is built. Its fence is the
+       * read just above in this step: a holder whose connection died (and lost the lock) fails
+       * there and never writes a record. A connection that dies after it (a drop at F_READ) goes
+       * unnoticed until the UPDATE, so its request still leaves. */
+      if :: JOURNAL -> db_presenting = rt :: else -> skip fi;
+#endif
       fault(F_READ);
       attempt = 1
     }
@@ -319,10 +325,12 @@ send:
       :: atomic { NETFAIL && faults < MAXFAULTS -> faults++; printf("P%d: connection refused\n", p) }; goto retry   /* refused: the server saw nothing */
       :: skip
       fi;
+#ifdef LOCAL
       if
       :: JOURNAL -> db_presenting = rt          /* durable before the request leaves */
       :: else -> skip
       fi;
+#endif
       reqc[p] ! rt;
       printf("P%d presents refresh token %d\n", p, rt);
       fault(F_SENT)
@@ -359,7 +367,7 @@ send:
       :: ans == A_OK -> pend_rt = newrt; pend_fresh = 1; pend_verdict = 0; res = T_OK
       :: ans == A_INVALID ->
          pend_rt = rt; pend_fresh = 0; res = T_FAIL;
-         pend_verdict = (NOVERDICT -> db_verdict : rt)
+         pend_verdict = (NOVERDICT -> db_verdict : rt); pend_vint = (NOVERDICT -> db_vint : interrupted)
       fi;
 #endif
       fault(F_WRITTEN)
@@ -372,13 +380,14 @@ commit:
       /* COMMIT: the row and the release of the advisory lock, at once */
       if :: conn_dead -> goto failed :: else -> skip fi;
       if
-      :: pend -> db_rt = pend_rt; db_fresh = pend_fresh; db_verdict = pend_verdict; pend = 0; rotated_for[p] = 0;
+      :: pend -> db_rt = pend_rt; db_fresh = pend_fresh; db_verdict = pend_verdict; db_vint = pend_vint; db_presenting = 0;
+         pend = 0; rotated_for[p] = 0;
          printf("P%d commits: refresh token %d (rejected %d)\n", p, db_rt, db_verdict == db_rt)
       :: else -> skip
       fi;
       release_if_held();
 #endif
-      ans = 0; newrt = 0; pend_rt = 0; pend_fresh = 0; pend_verdict = 0; attempt = 0;
+      ans = 0; newrt = 0; pend_rt = 0; pend_fresh = 0; pend_verdict = 0; pend_vint = 0; attempt = 0;
       fault(F_DONE)
     }
 land:
@@ -395,7 +404,7 @@ retry:
     fi;
 failed:
     /* ROLLBACK (or a dead connection) / lock?.release(): the lock goes, nothing is written */
-    atomic { release_if_held(); pend = 0; res = T_FAIL; ans = 0; newrt = 0; pend_rt = 0; pend_fresh = 0; pend_verdict = 0; attempt = 0; printf("P%d's flight fails: rolled back, unlocked\n", p); goto land };
+    atomic { release_if_held(); pend = 0; res = T_FAIL; ans = 0; newrt = 0; pend_rt = 0; pend_fresh = 0; pend_verdict = 0; pend_vint = 0; attempt = 0; printf("P%d's flight fails: rolled back, unlocked\n", p); goto land };
 join:
     /* every caller of one flight gets its result */
     atomic { landed[p] != g -> res = flres[p]; g = 0; goto finish };
