@@ -82,7 +82,14 @@ extension Vault {
     @discardableResult
     public func rotateDPoPKey(for key: CredentialKey, algorithm: DPoPAlgorithm? = nil) async throws -> String {
         guard var entry = try await storedEntry(for: key) else { throw Self.noToken(key) }
-        let newKey = try DPoPKey.generate(algorithm ?? entry.dpop?.algorithm ?? .es256)
+        // A Bearer entry has no key to retire: rotating would only bind a working token to a
+        // key its server never saw, and end its grant.
+        guard let oldKey = entry.dpop else {
+            throw VaultError(
+                .invalidInput,
+                "The entry \(key) is not DPoP-bound (it has no DPoP key), so there is no key to rotate and nothing was changed. To bind its tokens to a DPoP key, log in with --dpop.")
+        }
+        let newKey = try DPoPKey.generate(algorithm ?? oldKey.algorithm)
         entry.dpop = newKey
         entry.presenting = nil
         entry.rejection = nil

@@ -135,6 +135,19 @@ import TokenVaultDPoP
         #expect(error?.message.contains("rotated") == true)
     }
 
+    /// A Bearer entry has no key to rotate: refused, and the entry (a working token) is unchanged.
+    @Test func rotatingABearerEntryChangesNothing() async throws {
+        let vault = Vault(store: MemoryStore())
+        let entryKey = try CredentialKey(service: "bearer", account: "kept")
+        let token = OAuthToken(accessToken: "tvx.bearer", refreshToken: "tvx.refresh", expiresAt: Date().addingTimeInterval(600))
+        try await vault.saveToken(token, for: entryKey)
+        let error = await #expect(throws: VaultError.self) { try await vault.rotateDPoPKey(for: entryKey) }
+        #expect(error?.code == .invalidInput)
+        #expect(error?.message.contains("not DPoP-bound") == true)
+        #expect(try await vault.dpopKeyInfo(for: entryKey) == nil)
+        #expect(try await vault.freshToken(for: entryKey).accessToken == "tvx.bearer")
+    }
+
     static func json(_ part: String) throws -> [String: Any] {
         let bytes = try #require(Base64URL.decode(part))
         return try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
