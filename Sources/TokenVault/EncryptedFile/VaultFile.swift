@@ -48,6 +48,12 @@ final class VaultFile: Sendable {
         /// The state was current at a moment after `watch` was last drained: with no event since,
         /// it still is. False until a `stat` (or a catch-up) confirms it.
         var currentSinceLastPoll = false
+        /// This process is writing: it holds the exclusive file lock and caught up under it, so no
+        /// other process can change the file, and every write acknowledged so far is in the state.
+        /// Readers use the state as it is (the write in progress has not returned, so not seeing
+        /// it is correct) instead of waiting on the queue behind the write's `fdatasync`: a
+        /// long-lived reader (`vault agent`) that saves a refreshed token keeps answering meanwhile.
+        var writing = false
     }
 
     /// What only the store's serial queue touches.
@@ -210,6 +216,7 @@ final class VaultFile: Sendable {
     /// With a ``FileWatch`` and no event since the state was last found current, that is known
     /// without a system call on the path; otherwise the path is `stat`ed.
     private func isFresh(_ state: inout State) throws -> Bool {
+        if state.writing { return true }
         if let watch = state.watch, !state.log.hasTornTail {
             switch watch.poll() {
             case .quiet:
@@ -361,9 +368,12 @@ final class VaultFile: Sendable {
             // The log's tail, not the log: a copy of the log would make `append` below copy the index.
             let (existed, effective, tail, fd) = try state.withLock { state in
                 try catchUp(&state)
+                // Current now, and nobody else can write until the lock is released.
+                state.writing = true
                 let plan = state.log.plan(changes)
                 return (plan.existed, plan.effective, state.log.tail, state.fd)
             }
+            defer { state.withLock { $0.writing = false } }
             guard !effective.isEmpty else { return existed }
             try requireWritable()
             let batch = try tail.seal(effective, scratch: queueOnly.writeScratch)
