@@ -437,9 +437,12 @@ package final class AgentServer: Sendable {
                 return AgentToken(entry.token, fresh: false)
             }
         }
-        // Refreshed ahead: the agent keeps it fresh, so a token short of its ahead margin is
-        // served as it is, and only one the loop has not reached yet is refreshed here.
-        let leeway = min(request.leeway, aheadMargin(entry.token) ?? request.leeway)
+        // Refreshed ahead: the agent keeps it fresh, so a token inside its ahead margin is
+        // served as it is, and only one the loop should have refreshed long ago is refreshed
+        // here. Half the margin: at the moment the loop is due, a client asking would otherwise
+        // find the token stale too, and wait on the endpoint (its own refresh, or the loop's, by
+        // the single flight); now the loop has half the margin to get there first.
+        let leeway = min(request.leeway, aheadMargin(entry.token).map { $0 / 2 } ?? request.leeway)
         if !entry.token.isExpired(at: Date(), leeway: leeway) {
             return AgentToken(entry.token, fresh: true)
         }
