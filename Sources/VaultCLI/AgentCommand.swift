@@ -43,9 +43,18 @@ extension VaultCommand {
                 is created 0666 (the policy is the gate; the directory must not be writable by \
                 others). A peer the policy does not name, or a request for an entry it does not \
                 grant, is refused and logged by uid, pid and entry name; its vault get exits 1 \
-                (permission denied). Granted users cannot unlock or lock the agent.
+                (permission denied). Granted users cannot unlock or lock the agent. SIGHUP reads \
+                the policy file again: the new grants count for every request from then on, on \
+                connections already open too; a new file that is unsafe or does not parse is \
+                refused, the old policy stays in force, and the log says why.
 
-                SIGTERM or SIGINT stop it; vault lock (or --idle-timeout) makes it forget the key.
+                At most --max-connections connections at once, and at most \
+                --max-connections-per-user of them for one user (default: all of them without a \
+                policy, a quarter with one), so that one user cannot take every slot; a \
+                connection past either is closed, and its client goes direct.
+
+                SIGTERM or SIGINT stop it (SIGHUP too, without --policy); vault lock (or \
+                --idle-timeout) makes it forget the key.
                 """
         )
 
@@ -65,6 +74,12 @@ extension VaultCommand {
 
         @Option(
             help: ArgumentHelp(
+                "At most this many connections of one user (default: --max-connections without --policy, a quarter of it with one).",
+                valueName: "count"))
+        var maxConnectionsPerUser: Int?
+
+        @Option(
+            help: ArgumentHelp(
                 "A system agent's policy: which other users and groups may read which entries' access tokens (see the discussion); the socket is then made 0666.",
                 valueName: "file"))
         var policy: String?
@@ -74,6 +89,9 @@ extension VaultCommand {
             guard (0.1...0.95).contains(refreshAt) else { throw ValidationError("--refresh-at must be between 0.1 and 0.95.") }
             if let idleTimeout, idleTimeout < 1 { throw ValidationError("--idle-timeout must be at least 1 second.") }
             guard (1...4096).contains(maxConnections) else { throw ValidationError("--max-connections must be between 1 and 4096.") }
+            if let maxConnectionsPerUser, !(1...maxConnections).contains(maxConnectionsPerUser) {
+                throw ValidationError("--max-connections-per-user must be between 1 and --max-connections (\(maxConnections)).")
+            }
             if let socket, !socket.hasPrefix("/") { throw ValidationError("--socket must be an absolute path.") }
             if let policy, policy.isEmpty { throw ValidationError("--policy names a file.") }
         }
@@ -107,6 +125,7 @@ extension VaultCommand {
             options.refreshAt = refreshAt
             options.idleLock = idleTimeout.map { .seconds($0) }
             options.maximumConnections = maxConnections
+            options.maximumConnectionsPerUser = maxConnectionsPerUser
             if let policy {
                 options.policy = try AgentPolicy.load(path: policy)
             }
@@ -133,7 +152,12 @@ extension VaultCommand {
             let signals = [SIGTERM, SIGINT, SIGHUP].map { number in
                 signal(number, SIG_IGN)
                 let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-                source.setEventHandler { server.stop() }
+                if number == SIGHUP, let policy {
+                    // A system agent reloads its policy (systemctl reload); a bad file keeps the old one.
+                    source.setEventHandler { server.reloadPolicy(from: policy) }
+                } else {
+                    source.setEventHandler { server.stop() }
+                }
                 source.resume()
                 return source
             }

@@ -12,8 +12,12 @@ internal import Synchronization
 /// - Every peer is checked with `SO_PEERCRED`: another uid is refused (and logged, by uid and pid)
 ///   unless ``Options/policy`` (a system agent's) names it or one of its groups; such a peer may
 ///   ask only for the access tokens of the entries granted to it (and the status of those).
-/// - At most ``Options/maximumConnections`` connections at once; a connection past that is
-///   closed at once, and its client goes direct. Each request must arrive whole within
+///   ``reloadPolicy(from:)`` replaces the policy while the agent runs (`vault agent` does it on
+///   SIGHUP); every request is judged by the policy in force when it arrives, on connections
+///   opened before the reload too.
+/// - At most ``Options/maximumConnections`` connections at once, and at most
+///   ``Options/maximumConnectionsPerUser`` of them for one uid (``AgentConnectionSlots``); a
+///   connection past either is closed at once, and its client goes direct. Each request must arrive whole within
 ///   ``Options/requestDeadline`` of its first byte, so a slow or silent client holds only its own
 ///   thread, never another client's answer.
 /// - It hands out access tokens, their type, expiry and scope; never a refresh token, a client
@@ -34,6 +38,9 @@ package final class AgentServer: Sendable {
         /// Forget the vault (and its key) after this long without a request; nil: never.
         package var idleLock: Duration?
         package var maximumConnections = 64
+        /// At most this many of them for one uid; nil: ``AgentConnectionSlots/defaultPerUser(total:servesOthers:)``
+        /// (all of them without a policy, a quarter with one).
+        package var maximumConnectionsPerUser: Int?
         /// How long a request may take to arrive once its first byte has.
         package var requestDeadline: Duration = .seconds(2)
         /// How long a connection may sit idle between requests.
@@ -62,7 +69,9 @@ package final class AgentServer: Sendable {
     private struct State: Sendable {
         var vault: Vault?
         var lastUse = SystemCall.monotonicMilliseconds
-        var connections = 0
+        var slots: AgentConnectionSlots
+        /// The policy in force: ``Options/policy`` until ``reloadPolicy(from:)`` replaces it.
+        var policy: AgentPolicy?
         var plans: [CredentialKey: Plan] = [:]
         var stopping = false
         var listener: Int32 = -1
@@ -77,7 +86,7 @@ package final class AgentServer: Sendable {
     private let opensItself: Bool
     private let client: TokenEndpointClient
     private let log: @Sendable (String) -> Void
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     package init(
         options: Options, identity: String, opensItself: Bool, client: TokenEndpointClient = TokenEndpointClient(),
@@ -89,6 +98,35 @@ package final class AgentServer: Sendable {
         self.client = client
         self.log = log
         self.opener = opener
+        let perUser =
+            options.maximumConnectionsPerUser
+            ?? AgentConnectionSlots.defaultPerUser(total: options.maximumConnections, servesOthers: options.policy != nil)
+        state = Mutex(
+            State(slots: AgentConnectionSlots(total: max(1, options.maximumConnections), perUser: max(1, perUser)), policy: options.policy))
+    }
+
+    /// The policy in force (nil: only the agent's own uid is served).
+    package var policy: AgentPolicy? { state.withLock { $0.policy } }
+
+    /// Reads the policy file at `path` again and puts it in force, for requests that arrive from
+    /// now on; a file that cannot be read or parsed, or is unsafe (as ``AgentPolicy/load(path:)``
+    /// checks at start), leaves the policy in force as it was. Either way the log says what
+    /// happened and why (names and line numbers, never a token).
+    /// - Returns: whether the new policy is in force.
+    @discardableResult
+    package func reloadPolicy(from path: String) -> Bool {
+        let loaded: AgentPolicy
+        do {
+            loaded = try AgentPolicy.load(path: path)
+        } catch {
+            let kept = state.withLock { $0.policy?.grants.count ?? 0 }
+            let reason = (error as? VaultError)?.message ?? "\(type(of: error))"
+            log("vault agent: kept the policy in force (\(kept) grants); the new policy was refused: \(reason)")
+            return false
+        }
+        state.withLock { $0.policy = loaded }
+        log("vault agent: reloaded the policy \(path): \(loaded.grants.count) grants in force")
+        return true
     }
 
     /// Whether a vault is open (unlocked).
@@ -200,51 +238,62 @@ package final class AgentServer: Sendable {
             SystemCall.close(fd)
             return
         }
-        // nil: the agent's own user, served in full; else what the policy grants this peer.
-        var grants: [AgentPolicy.Grant]?
+        // nil: the agent's own user, served in full; else the peer's groups, by which the
+        // policy in force grants it entries (judged again at each request: a reload counts).
+        var groups: [UInt32]?
         if peer.uid != options.uid {
-            let found = options.policy.map { policy in
-                policy.grants(uid: peer.uid, gid: peer.gid, groups: (try? SystemCall.peerGroups(fd)) ?? [])
+            let policy = self.policy
+            let found = policy.map { policy in
+                let peerGroups = (try? SystemCall.peerGroups(fd)) ?? []
+                groups = peerGroups
+                return policy.grants(uid: peer.uid, gid: peer.gid, groups: peerGroups)
             }
             guard let found, !found.isEmpty else {
-                let reason = options.policy == nil ? "this agent serves uid \(options.uid) only" : "the agent's policy names neither it nor its groups"
-                log("vault agent: refused a connection from uid \(peer.uid) gid \(peer.gid) (pid \(peer.pid)): \(reason)")
-                let refusal = AgentResponse.failure(
-                    code: VaultError.Code.permissionDenied.description,
-                    message: options.policy == nil
-                        ? "This agent serves uid \(options.uid) only; uid \(peer.uid) is refused."
-                        : "The agent's policy grants uid \(peer.uid) nothing; uid \(peer.uid) is refused.")
-                try? FrameIO.write(fd, refusal.encoded(), deadlineMilliseconds: 100)
-                SystemCall.close(fd)
+                refuseConnection(fd, peer: peer, policy: policy)
                 return
             }
-            grants = found
         }
-        let admitted = state.withLock { state -> Bool in
-            guard state.connections < options.maximumConnections else { return false }
-            state.connections += 1
-            return true
-        }
-        guard admitted else {
+        let admission = state.withLock { $0.slots.admit(uid: peer.uid) }
+        guard admission == .admitted else {
             // The client reads an end of stream and goes direct.
-            log("vault agent: \(options.maximumConnections) connections are open; closed a new one from pid \(peer.pid)")
+            let slots = state.withLock { $0.slots }
+            switch admission {
+            case .userFull:
+                log("vault agent: uid \(peer.uid) has \(slots.perUser) connections open, its share; closed a new one from pid \(peer.pid)")
+            default:
+                log("vault agent: \(slots.total) connections are open; closed a new one from uid \(peer.uid) (pid \(peer.pid))")
+            }
             SystemCall.close(fd)
             return
         }
-        let thread = Thread { [self, grants] in
-            serveConnection(fd, peer: peer, grants: grants)
+        let thread = Thread { [self, groups] in
+            serveConnection(fd, peer: peer, groups: groups)
             SystemCall.close(fd)
-            state.withLock { $0.connections -= 1 }
+            state.withLock { $0.slots.release(uid: peer.uid) }
         }
         thread.stackSize = 256 * 1024
         thread.start()
+    }
+
+    /// Answers a peer the policy in force does not name (or any other uid, without a policy) with
+    /// a refusal, logged, and closes its connection.
+    private func refuseConnection(_ fd: Int32, peer: SystemCall.PeerCredentials, policy: AgentPolicy?) {
+        let reason = policy == nil ? "this agent serves uid \(options.uid) only" : "the agent's policy names neither it nor its groups"
+        log("vault agent: refused a connection from uid \(peer.uid) gid \(peer.gid) (pid \(peer.pid)): \(reason)")
+        let refusal = AgentResponse.failure(
+            code: VaultError.Code.permissionDenied.description,
+            message: policy == nil
+                ? "This agent serves uid \(options.uid) only; uid \(peer.uid) is refused."
+                : "The agent's policy grants uid \(peer.uid) nothing; uid \(peer.uid) is refused.")
+        try? FrameIO.write(fd, refusal.encoded(), deadlineMilliseconds: 100)
+        SystemCall.close(fd)
     }
 
     private static func milliseconds(_ duration: Duration) -> Int32 {
         Int32(clamping: duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
     }
 
-    private func serveConnection(_ fd: Int32, peer: SystemCall.PeerCredentials, grants: [AgentPolicy.Grant]?) {
+    private func serveConnection(_ fd: Int32, peer: SystemCall.PeerCredentials, groups: [UInt32]?) {
         while !stopping {
             var body: [UInt8]
             do {
@@ -275,7 +324,9 @@ package final class AgentServer: Sendable {
             // The passphrase of an unlock request is in `body` too: wipe it.
             body.wipe()
             let response: AgentResponse
-            if let grants {
+            if let groups {
+                // The policy in force now: one reloaded since the connection opened counts.
+                let grants = policy?.grants(uid: peer.uid, gid: peer.gid, groups: groups) ?? []
                 response = answerGranted(request, peer: peer, grants: grants)
             } else {
                 response = answerBlocking(request)

@@ -183,6 +183,192 @@ import Glibc
         }
     }
 
+    /// A policy written where the system agent reads it (0644, in a fresh 0755 directory, which
+    /// the test users can pass through to the socket).
+    private static func writePolicy(_ text: String, to path: String) {
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o644]))
+        #expect(chmod(path, 0o644) == 0)
+    }
+
+    private static func socketDirectory() -> String {
+        let directory = "/tmp/tv-sysagent-\(UUID().uuidString.prefix(8))"
+        #expect(mkdir(directory, 0o755) == 0 && chmod(directory, 0o755) == 0)
+        return directory
+    }
+
+    @Test func sighupReloadsThePolicyAndABadOneKeepsTheOld() async throws {
+        try #require(getuid() == 0, "this test creates a user (useradd) and runs clients as it with setpriv; Scripts/test runs as root in CI")
+        let userA = try await Self.user("tv-sysagent-a")
+        defer { _ = try? ChildProcess.run("/usr/sbin/userdel", ["tv-sysagent-a"], environment: [:]) }
+        let first = try CredentialKey(service: uniqueName("tv-sys-first"), account: "deploy")
+        let second = try CredentialKey(service: uniqueName("tv-sys-second"), account: "deploy")
+        try await withVault(.encryptedFile, services: [first.service, second.service]) { scratch, vault in
+            let firstToken = OAuthToken(accessToken: "first-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+            let secondToken = OAuthToken(accessToken: "second-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+            try await vault.saveToken(firstToken, for: first)
+            try await vault.saveToken(secondToken, for: second)
+            let directory = Self.socketDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let policy = directory + "/policy"
+            Self.writePolicy("user \(userA.name) \(first.service) deploy\n", to: policy)
+            let agent = try await AgentTests.RunningAgent(scratch, arguments: ["--policy", policy], socketDirectory: directory)
+            defer { agent.stop() }
+            let vaultBinary = try Self.installVault(in: directory)
+            let client = ["TOKEN_VAULT_AGENT_SOCKET": agent.socket]
+            let identity = AgentProtocol.vaultIdentity(of: try scratch.configuration(.encryptedFile))
+            func get(_ key: CredentialKey) async throws -> ChildResult {
+                try await run(as: userA, vaultBinary, ["get", key.service, key.account], environment: client)
+            }
+
+            #expect(try await get(first).stdoutText == firstToken.accessToken + "\n")
+            #expect(try await get(second).status == 1)
+            // A connection opened under the first policy, kept open across both reloads.
+            let session = try Session(as: userA, socket: agent.socket, vault: identity, log: scratch.path("session.log"))
+            defer { session.end() }
+            #expect(try await session.send("connect") == "admitted")
+            #expect(try await session.send("token 0 \(first.service) deploy") == "token")
+
+            // A policy that does not parse: refused, the old one stays in force, the log says why.
+            Self.writePolicy("user \(userA.name) \(first.service) deploy\nallow \(userA.name) \(second.service) deploy\n", to: policy)
+            agent.process.kill(SIGHUP)
+            try await eventually("the refused reload in the agent's log") {
+                agent.logText.contains("kept the policy in force (1 grants)") && agent.logText.contains("line 2: unknown key \"allow\"")
+            }
+            #expect(agent.process.isRunning, "SIGHUP with --policy reloads; it does not stop the agent")
+            #expect(try await get(first).stdoutText == firstToken.accessToken + "\n")
+            #expect(try await get(second).status == 1)
+            // An unsafe file (writable by others) is refused the same way.
+            #expect(chmod(policy, 0o666) == 0)
+            agent.process.kill(SIGHUP)
+            try await eventually("the refused unsafe policy in the agent's log") {
+                agent.logText.contains("writable by its group or others")
+            }
+            #expect(try await get(first).stdoutText == firstToken.accessToken + "\n")
+
+            // A good one: in force for the next request, on the connection opened before it too.
+            Self.writePolicy("user \(userA.name) \(second.service) deploy\n", to: policy)
+            agent.process.kill(SIGHUP)
+            try await eventually("the reload in the agent's log") {
+                agent.logText.contains("reloaded the policy \(policy): 1 grants in force")
+            }
+            let revoked = try await get(first)
+            #expect(revoked.status == 1 && revoked.stdout.isEmpty, "\(revoked)")
+            #expect(try await get(second).stdoutText == secondToken.accessToken + "\n")
+            #expect(try await session.send("token 0 \(first.service) deploy") == "failure permission-denied")
+            #expect(try await session.send("token 0 \(second.service) deploy") == "token")
+            for token in [firstToken.accessToken, secondToken.accessToken] {
+                #expect(!agent.logText.contains(token), "the agent logged a token")
+            }
+        }
+    }
+
+    @Test func oneUserCannotTakeEveryConnectionSlot() async throws {
+        try #require(getuid() == 0, "this test creates users (useradd) and runs clients as them with setpriv; Scripts/test runs as root in CI")
+        let userA = try await Self.user("tv-sysagent-a")
+        let userB = try await Self.user("tv-sysagent-b")
+        defer {
+            for name in ["tv-sysagent-a", "tv-sysagent-b"] { _ = try? ChildProcess.run("/usr/sbin/userdel", [name], environment: [:]) }
+        }
+        let key = try CredentialKey(service: uniqueName("tv-sys-share"), account: "deploy")
+        try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
+            let token = OAuthToken(accessToken: "share-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+            try await vault.saveToken(token, for: key)
+            let directory = Self.socketDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let policy = directory + "/policy"
+            Self.writePolicy("user \(userA.name) \(key.service) deploy\nuser \(userB.name) \(key.service) deploy\n", to: policy)
+            let agent = try await AgentTests.RunningAgent(
+                scratch, arguments: ["--policy", policy, "--max-connections", "5", "--max-connections-per-user", "2"], socketDirectory: directory)
+            defer { agent.stop() }
+            let vaultBinary = try Self.installVault(in: directory)
+            let identity = AgentProtocol.vaultIdentity(of: try scratch.configuration(.encryptedFile))
+
+            // A holds its share, two of the five slots, and its third connection is closed
+            // (without the share, A could hold all five).
+            let sessionA = try Session(as: userA, socket: agent.socket, vault: identity, log: scratch.path("session-a.log"))
+            defer { sessionA.end() }
+            #expect(try await sessionA.send("connect") == "admitted")
+            #expect(try await sessionA.send("connect") == "admitted")
+            #expect(try await sessionA.send("connect") == "closed")
+            try await eventually("the share refusal in the agent's log") {
+                agent.logText.contains("uid \(userA.uid) has 2 connections open, its share")
+            }
+            // B still gets in: a whole `vault get`, and two connections held (with the get's,
+            // which the agent may not have given back yet, at most five).
+            let b = try await run(as: userB, vaultBinary, ["get", key.service, key.account], environment: ["TOKEN_VAULT_AGENT_SOCKET": agent.socket])
+            #expect(b.stdoutText == token.accessToken + "\n", "\(b)")
+            let sessionB = try Session(as: userB, socket: agent.socket, vault: identity, log: scratch.path("session-b.log"))
+            defer { sessionB.end() }
+            #expect(try await sessionB.send("connect") == "admitted")
+            #expect(try await sessionB.send("connect") == "admitted")
+            // B has its share now too.
+            #expect(try await sessionB.send("connect") == "closed")
+            #expect(try await sessionA.send("token 0 \(key.service) deploy") == "token", "A's held connections are served")
+            #expect(try await sessionB.send("token 1 \(key.service) deploy") == "token")
+        }
+    }
+
+    /// A raw protocol session run as a user, holding connections open across its commands: one
+    /// command a line on stdin, one answer a line on stdout. `connect` opens a connection and asks
+    /// the agent's status on it: `admitted`, or `closed` when the agent closed it; `token N
+    /// SERVICE ACCOUNT` asks for a token on the Nth admitted connection: `token` (the token itself
+    /// is not printed), `failure CODE` or `closed`. Every read is bounded (10 s: `timeout`).
+    final class Session: @unchecked Sendable {  // the child process, used by one test at a time
+        let process: ChildProcess
+
+        init(as user: User, socket: String, vault: String, log: String) throws {
+            process = try ChildProcess(
+                "/usr/bin/setpriv",
+                ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", "--", "/usr/bin/python3", "-c", Self.script, socket, vault],
+                environment: ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"], input: true, output: true, errorPath: log)
+        }
+
+        func send(_ command: String) async throws -> String {
+            try process.input?.write(contentsOf: Data((command + "\n").utf8))
+            let process = self.process
+            return try await offPool { process.readLine() ?? "(the session ended)" }
+        }
+
+        func end() {
+            try? process.input?.close()
+            process.wait()
+        }
+
+        static let script = """
+            import socket, struct, json, sys
+            path, vault = sys.argv[1], sys.argv[2]
+            conns = []
+            def ask(s, body):
+                s.sendall(struct.pack(">I", len(body)) + body)
+                data = b""
+                while len(data) < 4 or len(data) < 4 + struct.unpack(">I", data[:4])[0]:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        raise EOFError()
+                    data += chunk
+                return data[4:]
+            for line in sys.stdin:
+                words = line.split()
+                try:
+                    if words[0] == "connect":
+                        s = socket.socket(socket.AF_UNIX)
+                        s.settimeout(10)
+                        s.connect(path)
+                        reply = ask(s, bytes([1, 2]))
+                        conns.append(s)
+                        print("admitted" if reply[1] == 0x82 else "answered %d" % reply[1])
+                    else:
+                        request = {"service": words[2], "account": words[3], "fresh": False, "leeway": 60, "vault": vault}
+                        reply = ask(conns[int(words[1])], bytes([1, 1]) + json.dumps(request).encode())
+                        print("token" if reply[1] == 0x81 else "failure " + json.loads(reply[2:])["code"])
+                except socket.timeout:
+                    print("timeout")
+                except (EOFError, BrokenPipeError, ConnectionResetError):
+                    print("closed")
+                sys.stdout.flush()
+            """
+    }
+
     @Test func aPolicyFileThatIsUnsafeOrUnknownStopsTheAgent() async throws {
         let key = try CredentialKey(service: uniqueName("tv-sys-bad"))
         try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
