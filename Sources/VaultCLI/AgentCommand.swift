@@ -97,6 +97,9 @@ extension VaultCommand {
         }
 
         func run() async throws {
+            // A long-lived process whose connections are short-lived threads: two malloc arenas
+            // (glibc would make up to eight per core, each keeping what its threads freed).
+            SystemCall.limitMallocArenas(to: 2)
             var environment = ProcessInfo.processInfo.environment
             environment["TOKEN_VAULT_AGENT"] = nil
             // Under socket activation the service manager made the socket; its path is only shown.
@@ -163,6 +166,9 @@ extension VaultCommand {
             }
             try Output.note(
                 "vault agent: serving the \(plan.backend?.rawValue ?? configuration.backend.rawValue) vault on \(path) (pid \(getpid()), protocol \(AgentProtocol.version)\(policy.map { ", policy \($0): \(options.policy?.grants.count ?? 0) grants" } ?? ""), \(server.isUnlocked ? "unlocked" : "locked: vault unlock unlocks it"))")
+            // The start (argument parsing, the backend plan, opening the vault) ran code that
+            // serving never runs again: drop its mappings; what serving runs is mapped back.
+            SystemCall.releaseExecutableCodeMappings()
             await server.serve()
             signals.forEach { $0.cancel() }
             try Output.note("vault agent: stopped")

@@ -306,7 +306,9 @@ public struct AgentStatus: Sendable, Equatable, Codable {
         public var account: String
         /// When the agent refreshes it next (seconds since 1970), or nil when it will not.
         public var nextRefresh: Double?
-        /// `scheduled`, `backing-off`, `rejected` (log in again) or `not-refreshable`.
+        /// `scheduled`, `backing-off`, `rejected` (log in again) or `not-refreshable` (a client
+        /// registration but no refresh token). Entries the agent has no reason to refresh (no
+        /// registration, or no expiry) are not listed.
         public var state: String
 
         enum CodingKeys: String, CodingKey { case service, account, nextRefresh = "next_refresh", state }
