@@ -18,6 +18,10 @@ Goals, from the issue, and how they are measured (release build of `vault`, as S
   - memory: the agent's RSS (VmRSS of /proc/PID/status) with a file vault of 10,000 entries, after its
     refresh loop has read every entry and the clients' gets, against the vault file's size (<= 2x).
 
+With --baseline-vault-bin (an earlier release build of `vault`, e.g. the main branch's), the cold gets
+through the agent, refresh ahead and memory are measured for it too, in the same run (its own agents,
+its own client processes), and printed beside this build's figures as "before".
+
 It prints a Markdown section (and appends it to --append, the report of the rest of the bench).
 """
 
@@ -60,6 +64,7 @@ class Agent:
     """`vault agent` on a socket of its own, started and stopped by PID."""
 
     def __init__(self, vault, options, socket, log_path, extra=()):
+        self.vault = vault
         self.socket = socket
         self.log_path = log_path
         self.process = subprocess.Popen([vault, "agent", *options, "--socket", socket, *extra],
@@ -96,7 +101,8 @@ class AgentBench:
         self.scratch = args.scratch
         self.quick = args.quick
         self.agents = []
-        self.results = {"quick": args.quick, "cli": {}, "checks": {}}
+        self.baseline = args.baseline_vault_bin
+        self.results = {"quick": args.quick, "cli": {}, "checks": {}, "baseline": self.baseline}
         self.key_file = self.path("agent.key")
         with open(os.open(self.key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
             handle.write(os.urandom(32))
@@ -109,8 +115,8 @@ class AgentBench:
     def path(self, name):
         return os.path.join(self.scratch, name)
 
-    def start_agent(self, name, options, extra=()):
-        agent = Agent(self.vault, options, self.path(name + ".sock"), self.path(name + ".log"), extra)
+    def start_agent(self, name, options, extra=(), vault=None):
+        agent = Agent(vault or self.vault, options, self.path(name + ".sock"), self.path(name + ".log"), extra)
         self.agents.append(agent)
         return agent
 
@@ -184,6 +190,17 @@ class AgentBench:
             ("direct-pass", "vault get, passphrase (Argon2id MODERATE), direct", get + pass_options, direct, self.access_token, True),
             ("agent-pass", "vault get, passphrase, through the unlocked agent", get + pass_options, through(pass_agent), self.access_token, False),
         ]
+        if self.baseline:
+            # The earlier build: its own agents on the same vaults, its own client.
+            before_file = self.start_agent("file-before", file_options, vault=self.baseline)
+            before_ss = self.start_agent("ss-before", ss_options, vault=self.baseline)
+            before_get = [self.baseline, "get", service, account]
+            commands += [
+                ("before-agent-file", "before: vault get, file (key file), through the agent", before_get + file_options,
+                 through(before_file), self.access_token, False),
+                ("before-agent-ss", "before: vault get, secret-service, through the agent", before_get + ss_options,
+                 through(before_ss), self.access_token, False),
+            ]
         for ident, label, argv, env, expected, _ in commands:
             process = subprocess.run(argv, capture_output=True, text=True, env=env)
             if process.returncode != 0 or process.stdout.strip() != expected:
@@ -223,52 +240,58 @@ class AgentBench:
 
     def refresh_ahead(self):
         lifetime = 3 if self.quick else 6
-        calls = 300 if self.quick else 1000
-        lifetimes = 10
-        log("refresh ahead: %d `vault get --fresh` over %d lifetimes of %d s" % (calls, lifetimes, lifetime))
         os.mkdir(self.path("oauth"), 0o700)
         server = refresh.Server(self.args.oauth_python, self.path("oauth"), expires_in=lifetime)
         try:
-            vault_file = self.path("agent-refresh.vault")
-            options = ["--backend", "file", "--file", vault_file, "--key-file", self.key_file]
-            user = "bench-agent-%d" % os.getpid()
-            response = server.login(user)
-            self.vault_run(["set", "bench-refresh", "acct", "--token-url", server.url + "/token", "--client-id",
-                            refresh.CLIENT_ID, *options], [], stdin=json.dumps(response))
-            agent = self.start_agent("refresh", options)
-            env = dict(os.environ, TOKEN_VAULT_AGENT_SOCKET=agent.socket)
-            argv = [self.vault, "get", "bench-refresh", "acct", "--fresh", *options]
-            before = server.stats(user)
-            times = []
-            starts = []
-            span = lifetime * lifetimes
-            start = time.monotonic()
-            for index in range(calls):
-                target = start + span * index / calls
-                delay = target - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-                began = time.perf_counter_ns()
-                wall = time.time()
-                process = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-                times.append((time.perf_counter_ns() - began) / 1e6)
-                starts.append(wall)
-                if process.returncode != 0:
-                    raise RuntimeError("get --fresh failed (exit %d): %s" % (process.returncode, process.stderr.strip()))
-            elapsed = time.monotonic() - start
-            after = server.stats(user)
-            refreshes = after["refresh_requests"] - before["refresh_requests"]
-            # Did the slow calls coincide with a refresh at the server? (A call that waited on the
-            # endpoint would be running while the server received a refresh request.)
-            refresh_times = after.get("refresh_times", [])
-            overlapping = [t for t, w in zip(times, starts)
-                           if any(w <= r <= w + t / 1000 for r in refresh_times)]
-            agent.stop()
+            if self.baseline:
+                self.results["refresh_before"] = self.refresh_run(server, lifetime, self.baseline, "before")
+            self.results["refresh"] = self.refresh_run(server, lifetime, self.vault, "this build")
         finally:
             server.stop()
-        self.results["refresh"] = {"lifetime_s": lifetime, "calls": calls, "lifetimes": lifetimes, "seconds": elapsed,
-                                   "times_ms": times, "refreshes": refreshes, "refresh_at": 0.75,
-                                   "during_refresh_ms": overlapping}
+
+    def refresh_run(self, server, lifetime, vault, name):
+        calls = 300 if self.quick else 1000
+        lifetimes = 10
+        log("refresh ahead (%s): %d `vault get --fresh` over %d lifetimes of %d s" % (name, calls, lifetimes, lifetime))
+        tag = "before" if vault != self.vault else "now"
+        vault_file = self.path("agent-refresh-%s.vault" % tag)
+        options = ["--backend", "file", "--file", vault_file, "--key-file", self.key_file]
+        user = "bench-agent-%d-%s" % (os.getpid(), tag)
+        response = server.login(user)
+        self.vault_run(["set", "bench-refresh", "acct", "--token-url", server.url + "/token", "--client-id",
+                        refresh.CLIENT_ID, *options], [], stdin=json.dumps(response))
+        agent = self.start_agent("refresh-" + tag, options, vault=vault)
+        env = dict(os.environ, TOKEN_VAULT_AGENT_SOCKET=agent.socket)
+        argv = [vault, "get", "bench-refresh", "acct", "--fresh", *options]
+        before = server.stats(user)
+        times = []
+        starts = []
+        span = lifetime * lifetimes
+        start = time.monotonic()
+        for index in range(calls):
+            target = start + span * index / calls
+            delay = target - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            began = time.perf_counter_ns()
+            wall = time.time()
+            process = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+            times.append((time.perf_counter_ns() - began) / 1e6)
+            starts.append(wall)
+            if process.returncode != 0:
+                raise RuntimeError("get --fresh failed (exit %d): %s" % (process.returncode, process.stderr.strip()))
+        elapsed = time.monotonic() - start
+        after = server.stats(user)
+        refreshes = after["refresh_requests"] - before["refresh_requests"]
+        # Did the slow calls coincide with a refresh at the server? (A call that waited on the
+        # endpoint would be running while the server received a refresh request.)
+        refresh_times = after.get("refresh_times", [])
+        overlapping = [t for t, w in zip(times, starts)
+                       if any(w <= r <= w + t / 1000 for r in refresh_times)]
+        agent.stop()
+        return {"lifetime_s": lifetime, "calls": calls, "lifetimes": lifetimes, "seconds": elapsed,
+                "times_ms": times, "refreshes": refreshes, "refresh_at": 0.75, "during_refresh_ms": overlapping,
+                "slowest_index": max(range(len(times)), key=lambda i: times[i])}
 
     # Memory
 
@@ -281,15 +304,21 @@ class AgentBench:
         options = ["--backend", "file", "--file", vault_file, "--key-file", self.key_file]
         # The entry a client asks for (the benchmark's own), beside the 10,000.
         self.vault_run(["set", "bench-agent", "user-00000000"], options, stdin=self.secret)
-        agent = self.start_agent("memory", options)
+        if self.baseline:
+            self.results["memory_before"] = self.memory_run(options, vault_file, n, self.baseline, "memory-before")
+        self.results["memory"] = self.memory_run(options, vault_file, n, self.vault, "memory")
+
+    def memory_run(self, options, vault_file, n, vault, name):
+        agent = self.start_agent(name, options, vault=vault)
         subprocess.run([self.bench, "agent-load", "--socket", agent.socket, "--clients", "16", "--seconds", "1",
                         "--service", "bench-agent", "--account", "user-00000000"], check=True, stdout=subprocess.DEVNULL)
         # The refresh loop reads every entry once per scan (every 2 s): wait for two scans.
         time.sleep(4.5)
-        self.results["memory"] = {"entries": n + 1, "file_bytes": os.path.getsize(vault_file),
-                                  "rss_kib": rss_kib(agent.pid), "hwm_kib": rss_kib(agent.pid, "VmHWM"),
-                                  "anon_kib": rss_kib(agent.pid, "RssAnon"), "file_rss_kib": rss_kib(agent.pid, "RssFile")}
+        result = {"entries": n + 1, "file_bytes": os.path.getsize(vault_file),
+                  "rss_kib": rss_kib(agent.pid), "hwm_kib": rss_kib(agent.pid, "VmHWM"),
+                  "anon_kib": rss_kib(agent.pid, "RssAnon"), "file_rss_kib": rss_kib(agent.pid, "RssFile")}
         agent.stop()
+        return result
 
     def run(self):
         started = time.monotonic()
@@ -329,9 +358,12 @@ def render(results):
     peer = med("secret-tool")
     for ident, name in (("agent-file", "file vault"), ("agent-ss", "Secret Service vault")):
         ratio = med(ident) / peer
+        before = ""
+        if "before-" + ident in cli:
+            before = "; before: %s (%.1f ms)" % (fmt_ratio(med("before-" + ident) / peer), med("before-" + ident))
         goal("cold `vault get` through the agent ≤ 0.5× `secret-tool lookup`, %s" % name, fmt_ratio(ratio), ratio <= 0.5,
-             "medians %.1f ms vs %.1f ms (direct `vault get`: %.1f ms)" % (
-                 med(ident), peer, med(ident.replace("agent", "direct"))))
+             "medians %.1f ms vs %.1f ms (direct `vault get`: %.1f ms)%s" % (
+                 med(ident), peer, med(ident.replace("agent", "direct")), before))
     ratio = med("agent-pass") / med("direct-pass")
     goal("passphrase vault: `vault get` through the unlocked agent ≤ 0.05× direct", fmt_ratio(ratio), ratio <= 0.05,
          "medians %.1f ms vs %.0f ms" % (med("agent-pass"), med("direct-pass")))
@@ -342,27 +374,38 @@ def render(results):
     goal("the same: p99 ≤ 2 ms", "%.2f ms" % p99, p99 <= 2, "p50 %.3f ms" % (load["p50_us"] / 1000))
     r = results["refresh"]
     worst = max(r["times_ms"])
+    rb = results.get("refresh_before")
+    before_refresh = "" if not rb else "; before: max %.1f ms, p50 %.1f ms, %d call(s) during a refresh, %d refreshes" % (
+        max(rb["times_ms"]), median(rb["times_ms"]), len(rb.get("during_refresh_ms", [])), rb["refreshes"])
     # One refresh per refresh interval (refresh_at × lifetime) of the run, none caused by a client.
     intervals = r["seconds"] / (r["refresh_at"] * r["lifetime_s"])
     allowed = int(intervals) + 1
     goal("refresh ahead: no `get --fresh` waits on the token endpoint (max ≤ 20 ms)", "max %.1f ms" % worst, worst <= 20,
-         "%d calls over %d lifetimes of %d s; p50 %.1f ms, p99 %.1f ms; %d call(s) ran while the server took a refresh%s" % (
+         "%d calls over %d lifetimes of %d s; p50 %.1f ms, p99 %.1f ms; slowest: call #%d; %d call(s) ran while the server took a refresh%s%s" % (
              r["calls"], r["lifetimes"], r["lifetime_s"], median(r["times_ms"]),
-             sorted(r["times_ms"])[max(0, int(0.99 * len(r["times_ms"])) - 1)], len(r.get("during_refresh_ms", [])),
-             "" if not r.get("during_refresh_ms") else " (slowest %.1f ms)" % max(r["during_refresh_ms"])))
+             sorted(r["times_ms"])[max(0, int(0.99 * len(r["times_ms"])) - 1)], r.get("slowest_index", -1) + 1,
+             len(r.get("during_refresh_ms", [])),
+             "" if not r.get("during_refresh_ms") else " (slowest %.1f ms)" % max(r["during_refresh_ms"]), before_refresh))
     goal("refresh ahead: one refresh per lifetime at the server (the agent's, at %.0f %% of it)" % (r["refresh_at"] * 100),
          "%d refreshes" % r["refreshes"], r["refreshes"] <= allowed,
          "%.0f s run: %.1f refresh intervals of %.1f s, so at most %d" % (
              r["seconds"], intervals, r["refresh_at"] * r["lifetime_s"], allowed))
     m = results["memory"]
     ratio = m["rss_kib"] * 1024 / m["file_bytes"]
+    mb = results.get("memory_before")
+    before_memory = "" if not mb else "; before: %s, RSS %.1f MiB (%.1f MiB mapped files, %.1f MiB anonymous)" % (
+        fmt_ratio(mb["rss_kib"] * 1024 / mb["file_bytes"]), mb["rss_kib"] / 1024, mb.get("file_rss_kib", 0) / 1024,
+        mb.get("anon_kib", 0) / 1024)
     goal("memory: agent RSS at 10,000 entries ≤ 2× the vault file", fmt_ratio(ratio), ratio <= 2,
-         "RSS %.1f MiB (peak %.1f MiB; %.1f MiB of it the mapped binary and libraries, %.1f MiB anonymous), file %.1f MiB" % (
+         "RSS %.1f MiB (peak %.1f MiB; %.1f MiB of it the mapped binary and libraries, %.1f MiB anonymous), file %.1f MiB%s" % (
              m["rss_kib"] / 1024, m["hwm_kib"] / 1024, m.get("file_rss_kib", 0) / 1024, m.get("anon_kib", 0) / 1024,
-             m["file_bytes"] / 2**20))
+             m["file_bytes"] / 2**20, before_memory))
 
     rows = []
-    for ident in ("secret-tool", "direct-file", "agent-file", "direct-ss", "agent-ss", "direct-pass", "agent-pass"):
+    for ident in ("secret-tool", "direct-file", "agent-file", "direct-ss", "agent-ss", "direct-pass", "agent-pass",
+                  "before-agent-file", "before-agent-ss"):
+        if ident not in cli:
+            continue
         entry = cli[ident]
         times = entry["times_ms"]
         rows.append([entry["label"], len(times), "%.1f ms" % median(times), "%.1f ms" % min(times),
@@ -372,7 +415,9 @@ def render(results):
         "## The agent (issue 30, Benchmarks/agent.py)", "",
         "Release `vault`, agents started with `vault agent --socket`, clients pointed at them with "
         "TOKEN_VAULT_AGENT_SOCKET, direct runs with TOKEN_VAULT_AGENT=off; the section took %.0f s (%s)." % (
-            results["seconds"], "quick" if results["quick"] else "full"), "",
+            results["seconds"], "quick" if results["quick"] else "full")
+        + ("" if not results.get("baseline") else " \"before\": the same measurements, in the same run, of %s." % results["baseline"]),
+        "",
         table(["goal", "measured", "status", "how"], goals), "",
         "%d met, %d missed." % (met, len(goals) - met), "",
         "### Cold `get` as a whole process, interleaved", "",
@@ -390,6 +435,7 @@ def main():
     parser.add_argument("--scratch", required=True)
     parser.add_argument("--append", help="append the section to this report")
     parser.add_argument("--report-only", help="re-render from a results JSON file")
+    parser.add_argument("--baseline-vault-bin", help="an earlier release build of vault, measured beside this one")
     args = parser.parse_args()
     if args.report_only:
         results = json.load(open(args.report_only))
