@@ -243,6 +243,22 @@ enum AgentCLI {
         }
     }
 
+    /// The agent's `proof` answer for a `method` request to `url` with the token under `key`
+    /// (a proof it signs for a DPoP-bound entry; the key stays in the agent), or nil to go direct,
+    /// as ``token(for:fresh:global:)``.
+    static func authorization(
+        for key: CredentialKey, method: String, url: URL, fresh: Bool, global: GlobalOptions
+    ) throws -> AgentAuthorization? {
+        guard let (client, vault) = client(for: global) else { return nil }
+        do {
+            return try client.authorization(
+                for: key, method: method, url: url, fresh: fresh, leeway: VaultCommand.Get.leeway, vault: vault)
+        } catch let unavailable as AgentClient.Unavailable {
+            if unavailable.isNoteworthy { try Output.note("vault: \(unavailable.reason); going direct.") }
+            return nil
+        }
+    }
+
     static func requireAgent() throws -> AgentClient {
         var environment = ProcessInfo.processInfo.environment
         environment["TOKEN_VAULT_AGENT"] = nil

@@ -40,7 +40,7 @@ extension VaultCommand {
 
         @Flag(
             help:
-                "Print the whole token as JSON, with RFC 6749 field names, expires_at, expired, expires_within_leeway, and the ID token's claims with id_token_verified.")
+                "Print the whole token as JSON, with RFC 6749 field names, expires_at, expired, expires_within_leeway, the ID token's claims with id_token_verified, and a DPoP-bound entry's key thumbprint (dpop_jkt) and algorithm (dpop_alg).")
         var json = false
 
         @Flag(help: "Print the token even if it has expired.")
@@ -84,7 +84,25 @@ extension VaultCommand {
             let key = try entry.key()
             // The agent first (it hands out no refresh token, so --json, which prints one, and a
             // rejected token's refresh go direct); when it does not answer, exactly as without it.
-            if !json, rejectedTokenFile == nil, url == nil {
+            // With --url, the agent's `proof` answer: the token and, for a DPoP-bound entry, a
+            // proof it signed for this one request (the key stays in the agent).
+            if !json, rejectedTokenFile == nil, let url = url.flatMap(URL.init(string:)) {
+                let answer: AgentAuthorization?
+                do {
+                    answer = try AgentCLI.authorization(for: key, method: requestMethod, url: url, fresh: fresh, global: global)
+                } catch let error as VaultError where error.code == .invalidInput {
+                    throw Self.notAToken(error, key: key)
+                }
+                if let answer {
+                    try checkExpiry(answer.token.oauthToken, refreshed: answer.token.fresh, key: key)
+                    guard let proof = answer.dpopProof else {
+                        try emit(answer.token.oauthToken, refreshed: answer.token.fresh, key: key)
+                        return
+                    }
+                    try Output.line("Authorization: DPoP \(answer.token.accessToken)\nDPoP: \(proof)")
+                    return
+                }
+            } else if !json, rejectedTokenFile == nil, url == nil {
                 let answer: (token: AgentToken, socket: String)?
                 do {
                     answer = try AgentCLI.token(for: key, fresh: fresh, global: global)
@@ -123,13 +141,17 @@ extension VaultCommand {
             if let url = url.flatMap(URL.init(string:)), token.tokenType.caseInsensitiveCompare("DPoP") == .orderedSame {
                 try checkExpiry(token, refreshed: refreshed, key: key)
                 // The proof is signed here, for this request; the key stays in the vault.
-                let proof = try await vault.dpopProof(
-                    for: key, method: (method ?? "GET").uppercased(), url: url, accessToken: token.accessToken)
+                let proof = try await vault.dpopProof(for: key, method: requestMethod, url: url, accessToken: token.accessToken)
                 try Output.line("Authorization: DPoP \(token.accessToken)\nDPoP: \(proof)")
                 return
             }
-            try emit(token, refreshed: refreshed, key: key)
+            // --json names the entry's DPoP key by its public thumbprint and algorithm, never the key.
+            let dpop = json ? try await vault.dpopKeyInfo(for: key) : nil
+            try emit(token, refreshed: refreshed, key: key, dpop: dpop)
         }
+
+        /// `--method`, in capitals (GET by default): the proof's `htm`.
+        private var requestMethod: String { (method ?? "GET").uppercased() }
 
         /// Throws `expired` for a token past (or within the leeway of) its expiry, unless allowed.
         private func checkExpiry(_ token: OAuthToken, refreshed: Bool, key: CredentialKey) throws {
@@ -151,7 +173,9 @@ extension VaultCommand {
 
         /// Prints `token` as asked, or throws `expired` (`refreshed`: it came through the refresh
         /// path, or the agent keeps it fresh, so it is as fresh as the server makes them).
-        private func emit(_ token: OAuthToken, refreshed: Bool, key: CredentialKey) throws {
+        private func emit(
+            _ token: OAuthToken, refreshed: Bool, key: CredentialKey, dpop: (thumbprint: String, algorithm: DPoPAlgorithm)? = nil
+        ) throws {
             let now = Date()
             try checkExpiry(token, refreshed: refreshed, key: key)
             if header {
@@ -174,6 +198,10 @@ extension VaultCommand {
                 "expires_at": token.expiresAt.map(Output.timestamp) ?? NSNull(),
                 "expired": pastExpiry,
                 "expires_within_leeway": !pastExpiry && token.isExpired(at: now, leeway: Self.leeway),
+                // A DPoP-bound entry (RFC 9449): the RFC 7638 thumbprint of its key's public half (the
+                // `cnf.jkt` the server bound the token to) and the proofs' algorithm; null otherwise.
+                "dpop_jkt": dpop?.thumbprint ?? NSNull(),
+                "dpop_alg": dpop?.algorithm.name ?? NSNull(),
             ]
             // The ID token's claims, and whether `vault login` verified them (a stored record; no
             // cryptography here). `id_token_verified` is false for claims that were not verified.

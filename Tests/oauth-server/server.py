@@ -120,7 +120,9 @@ memory and every client is public. What it does, and what the tests rely on:
   - ``/stats?user=NAME`` adds ``dpop_token_requests`` (token requests with a DPoP header),
     ``dpop_nonce_challenges`` (``use_dpop_nonce`` answers, token endpoint and resources),
     ``dpop_proofs_refused`` (every refusal for DPoP: bad, missing or replayed proof, another key,
-    bound token as Bearer), ``dpop_resource_requests`` (resource requests with the DPoP scheme) and
+    bound token as Bearer), ``dpop_resource_requests`` (resource requests with the DPoP scheme),
+    ``dpop_resource_verify_seconds`` (the time the resources spent checking those proofs, so that a
+    benchmark can tell this server's Python verification from the client's cost) and
     ``dpop_jkt`` (the thumbprint of the user's latest bound family, a public value; null if none).
 
 ``GET /history?user=NAME`` (history.py) lists the user's password and refresh requests with
@@ -312,6 +314,7 @@ class State:
                 "dpop_nonce_challenges": 0,
                 "dpop_proofs_refused": 0,
                 "dpop_resource_requests": 0,
+                "dpop_resource_verify_seconds": 0.0,
             },
         )
 
@@ -980,10 +983,14 @@ def create_app(expires_in):
             headers = request.headers.getlist("DPoP")
             if not headers:
                 raise dpop.ProofError("a DPoP proof is required")
-            claims, jkt = DPOP.check(
-                headers, request.method, request.url, access_token=value,
-                nonce_required=token.user in STATE.dpop_nonce_users,
-            )
+            started = time.perf_counter()
+            try:
+                claims, jkt = DPOP.check(
+                    headers, request.method, request.url, access_token=value,
+                    nonce_required=token.user in STATE.dpop_nonce_users,
+                )
+            finally:
+                counters["dpop_resource_verify_seconds"] += time.perf_counter() - started
             if jkt != token.jkt:
                 counters["dpop_proofs_refused"] += 1
                 return challenge("dpop", "invalid_token")

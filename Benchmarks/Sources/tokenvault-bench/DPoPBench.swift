@@ -13,6 +13,8 @@ import TokenVaultURLSession
 /// - a resource call through the URLSession adapter with a DPoP-bound token (a proof per request,
 ///   verified by the test server with joserfc) against the same call with a Bearer token, both
 ///   read from the vault each time, interleaved in one process against the test server's `/api/data`.
+/// Beside them, the client's own part of each call: the header fields the adapter sets
+/// (`Vault.authorizationHeaders`), made without sending anything.
 /// The Bearer token response comes on stdin; the DPoP-bound one is got here (password grant for
 /// `--dpop-user`, with a proof). Both live an hour: no refresh happens.
 enum DPoPBench {
@@ -51,6 +53,23 @@ enum DPoPBench {
         guard dpopToken.tokenType == "DPoP" else { throw Authorized.BenchFailure("the server did not bind the token to the key") }
         let boundKey = try CredentialKey(service: "bench-dpop", account: "dpop")
         try await vault.saveToken(dpopToken, for: boundKey, registration: registration, dpopKey: dpopKey)
+        // The client's own part of a call, without the network: the header fields the adapter sets
+        // (the vault read, and for DPoP the key loaded from the entry and a proof signed), Bearer
+        // and DPoP interleaved.
+        var making: [[UInt64]] = [[], []]
+        for round in 0..<(warmup + rounds) {
+            for slot in 0..<2 {
+                let variant = (slot + round) % 2
+                let start = monotonicNanoseconds()
+                let headers = try await vault.authorizationHeaders(for: variant == 0 ? bearerKey : boundKey, method: "GET", url: url)
+                let elapsed = monotonicNanoseconds() - start
+                guard headers.isDPoP == (variant == 1) else { throw Authorized.BenchFailure("the headers' scheme is not the entry's") }
+                if round >= warmup { making[variant].append(elapsed) }
+            }
+        }
+        result["bearer_headers_median_us"] = percentile(making[0].sorted(), 0.5) ?? 0
+        result["dpop_headers_median_us"] = percentile(making[1].sorted(), 0.5) ?? 0
+
         let session = URLSession(configuration: .ephemeral)
         let authorizers = [TokenAuthorizer(vault: vault, key: bearerKey), TokenAuthorizer(vault: vault, key: boundKey)]
 

@@ -117,6 +117,53 @@ import FoundationNetworking
         #expect(Self.count(stats, "refresh_requests") == 0, "no refresh was granted: \(stats)")
     }
 
+    /// The authorization code grant (PKCE, loopback redirect) with a DPoP key: the code is
+    /// redeemed with a proof, after the server's nonce challenge, and the grant is bound to the
+    /// key. The challenged first request spends nothing (the code is redeemed once, by the retry),
+    /// the token works at the resource with the key's proofs only, and its refresh is signed by
+    /// the same key read back from the vault.
+    @Test func theCodeGrantRedeemsItsCodeWithAProofAndBindsTheGrant() async throws {
+        let server = try TestOAuthServer.require()
+        let user = uniqueName("dpop-code")
+        try await server.resourceFault(user: user, "lifetime", seconds: 3600)
+        try await server.fault(user: user, "dpop_nonce")
+        // A nonce this process may have kept from an earlier test is stale from now on.
+        try await server.fault(user: user, "dpop_nonce_rotate")
+        let dpopKey = try DPoPKey.generate()
+        let login = try AuthorizationCodeLogin(
+            authorizationEndpoint: server.url.appendingPathComponent("authorize"), registration: try server.publicClient(scope: "profile"),
+            timeout: .seconds(30))
+        let token = try await login.run(client: TokenEndpointClient(dpopKey: dpopKey)) { url in
+            // The browser: a task of its own, since the redirect it follows is what run() waits for.
+            Task { try await server.browse(url, as: user) }
+        }
+        #expect(token.tokenType == "DPoP")
+        var stats = try await Self.stats(server, user: user)
+        #expect(stats["dpop_jkt"] as? String == dpopKey.thumbprint, "the code grant bound the family to this key: \(stats)")
+        #expect(Self.count(stats, "dpop_nonce_challenges") == 1, "\(stats)")
+        #expect(Self.count(stats, "dpop_token_requests") == 2, "the challenged request and its one retry: \(stats)")
+        #expect(Self.count(stats, "tokens_issued") == 1, "\(stats)")
+        #expect(Self.count(stats, "dpop_proofs_refused") == 0, "\(stats)")
+
+        let me = server.url.appendingPathComponent("api/me")
+        // The code grant's token as Bearer, copied out: refused.
+        #expect(try await Self.get(me, [("Authorization", "Bearer \(token.accessToken)")]).status == 401)
+
+        let vault = Vault(store: MemoryStore())
+        let key = try CredentialKey(service: "dpop-code", account: user)
+        try await vault.saveToken(token, for: key, registration: try server.publicClient(scope: "profile"), dpopKey: dpopKey)
+        let authorizer = TokenAuthorizer(vault: vault, key: key)
+        let (data, response) = try await URLSession.shared.data(for: URLRequest(url: me), authorizedBy: authorizer)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect((try JSONSerialization.jsonObject(with: data) as? [String: Any])?["user"] as? String == user)
+        let refreshed = try await vault.refreshToken(for: key)
+        #expect(refreshed.tokenType == "DPoP" && refreshed.accessToken != token.accessToken)
+        stats = try await Self.stats(server, user: user)
+        #expect(stats["dpop_jkt"] as? String == dpopKey.thumbprint, "the same key after the refresh")
+        #expect(Self.count(stats, "refresh_succeeded") == 1, "\(stats)")
+        #expect(Self.count(stats, "dpop_proofs_refused") == 1, "only the Bearer copy: \(stats)")
+    }
+
     @Test func nonceChallengesAreMetWithOneRetryAndTheNonceIsKept() async throws {
         let server = try TestOAuthServer.require()
         let user = uniqueName("dpop-nonce")
@@ -283,6 +330,106 @@ extension AgentTests {
             #expect(!agent.logText.contains(privateKey) && !agent.logText.contains(token.accessToken))
             let stats = try await DPoPServerTests.stats(server, user: user)
             #expect(DPoPServerTests.count(stats, "dpop_resource_requests") == 2 && DPoPServerTests.count(stats, "dpop_proofs_refused") == 0, "\(stats)")
+        }
+    }
+}
+
+extension AgentTests {
+    /// `vault get --header --url` asks the running agent for its `proof` answer first, as plain
+    /// `vault get` asks it for tokens: a client that has no key to the vault gets both header
+    /// lines, signed by the agent, which the real verifier accepts; the same client with the
+    /// agent bypassed cannot read the vault (exit 6), so the lines came from the agent. A Bearer
+    /// entry gets its one Bearer line from the agent, the same line as the direct path prints.
+    @Test func vaultGetHeaderWithAURLAsksTheAgentForItsProof() async throws {
+        DPoP.install()
+        let server = try TestOAuthServer.require()
+        let user = uniqueName("agent-dpop-cli")
+        let bound = try CredentialKey(service: uniqueName("tv-agent-dpop-cli"), account: "acct")
+        let bearer = try CredentialKey(service: uniqueName("tv-agent-bearer-cli"), account: "acct")
+        try await withVault(.encryptedFile, services: [bound.service, bearer.service]) { scratch, vault in
+            let dpopKey = try DPoPKey.generate()
+            let token = try await DPoPServerTests.login(server, user: user, key: dpopKey)
+            try await vault.saveToken(token, for: bound, registration: try server.publicClient(), dpopKey: dpopKey)
+            var plain = try await server.login(user: uniqueName("agent-bearer-cli"))
+            plain.expiresAt = Date().addingTimeInterval(3600)
+            try await vault.saveToken(plain, for: bearer, registration: try server.publicClient())
+            let privateKey = dpopKey.privateKey.withUnsafeBytes { Base64URL.encode($0) }
+            let agent = try await RunningAgent(scratch)
+            defer { agent.stop() }
+            let vaultPath = try Products.executable("vault")
+            func cli(_ arguments: [String], _ environment: [String: String]) async throws -> ChildResult {
+                try await offPool { try ChildProcess.run(vaultPath, arguments, environment: environment) }
+            }
+            var bypassed = agent.keylessClient
+            bypassed["TOKEN_VAULT_AGENT"] = "off"
+            var direct = agent.keyedClient
+            direct["TOKEN_VAULT_AGENT"] = "off"
+
+            let me = server.url.appendingPathComponent("api/me")
+            var proofs: Set<String> = []
+            for flags in [["--fresh"], [], ["--fresh", "--method", "get"]] {
+                let result = try await cli(["get", bound.service, bound.account, "--header", "--url", me.absoluteString] + flags, agent.keylessClient)
+                #expect(result.status == 0, "\(flags): \(result)")
+                let lines = result.stdoutText.split(separator: "\n").map(String.init)
+                #expect(lines.count == 2 && lines[0] == "Authorization: DPoP \(token.accessToken)" && lines[1].hasPrefix("DPoP: "), "\(flags): \(lines.count) lines")
+                let fields = lines.compactMap { line -> (String, String)? in
+                    guard let colon = line.firstIndex(of: ":") else { return nil }
+                    return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+                }
+                #expect(try await DPoPServerTests.get(me, fields).status == 200, "\(flags)")
+                proofs.insert(lines.last ?? "")
+                #expect(!result.stdoutText.contains(privateKey) && !result.stderr.contains(privateKey))
+            }
+            #expect(proofs.count == 3, "a new proof for each request")
+            let refused = try await cli(["get", bound.service, bound.account, "--fresh", "--header", "--url", me.absoluteString], bypassed)
+            #expect(refused.status == 6 && refused.stdout.isEmpty, "without the agent the keyless client cannot read the vault: \(refused)")
+
+            // A Bearer entry through the proof request: the agent's one line is the direct path's.
+            let viaAgent = try await cli(["get", bearer.service, bearer.account, "--fresh", "--header", "--url", me.absoluteString], agent.keylessClient)
+            let viaVault = try await cli(["get", bearer.service, bearer.account, "--fresh", "--header", "--url", me.absoluteString], direct)
+            #expect(viaAgent.status == 0 && viaVault.status == 0, "\(viaAgent) / \(viaVault)")
+            #expect(viaAgent.stdoutText == "Authorization: Bearer \(plain.accessToken)\n" && viaAgent.stdoutText == viaVault.stdoutText)
+
+            let stats = try await DPoPServerTests.stats(server, user: user)
+            #expect(DPoPServerTests.count(stats, "dpop_resource_requests") == 3 && DPoPServerTests.count(stats, "dpop_proofs_refused") == 0, "\(stats)")
+            #expect(DPoPServerTests.count(stats, "refresh_requests") == 0, "\(stats)")
+            #expect(!agent.logText.contains(privateKey) && !agent.logText.contains(token.accessToken))
+        }
+    }
+}
+
+extension DPoPServerTests {
+    /// `vault get --json` names a DPoP-bound entry's key by its public thumbprint (`dpop_jkt`, the
+    /// `cnf.jkt` the server bound the grant to) and its algorithm (`dpop_alg`), for ES256 and EdDSA
+    /// keys, and never shows the private key; a Bearer entry has both null.
+    @Test func vaultGetJSONShowsTheKeysThumbprintAndAlgorithmOnly() async throws {
+        let server = try TestOAuthServer.require()
+        try await withVault(.encryptedFile, services: ["tv-dpop-json"]) { scratch, vault in
+            var privateKeys: [String] = []
+            for algorithm in DPoPAlgorithm.all {
+                let user = uniqueName("dpop-json-\(algorithm.name)")
+                let key = try CredentialKey(service: "tv-dpop-json", account: user)
+                let dpopKey = try DPoPKey.generate(algorithm)
+                privateKeys.append(dpopKey.privateKey.withUnsafeBytes { Base64URL.encode($0) })
+                let token = try await Self.login(server, user: user, key: dpopKey)
+                try await vault.saveToken(token, for: key, registration: try server.publicClient(), dpopKey: dpopKey)
+                #expect(try await Self.stats(server, user: user)["dpop_jkt"] as? String == dpopKey.thumbprint)
+
+                let result = try await OAuthClientTests.vault(scratch, ["get", key.service, key.account, "--json"])
+                #expect(result.status == 0, "\(result.stderr)")
+                let json = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout.count) bytes")
+                #expect(json["dpop_jkt"] as? String == dpopKey.thumbprint, "\(algorithm)")
+                #expect(json["dpop_alg"] as? String == algorithm.name)
+                #expect(json["token_type"] as? String == "DPoP")
+                for privateKey in privateKeys { #expect(!result.stdout.contains(privateKey) && !result.stderr.contains(privateKey)) }
+                #expect(!result.stdout.contains("\"d\""), "no JWK private member")
+            }
+            let bearerKey = try CredentialKey(service: "tv-dpop-json", account: "bearer")
+            try await vault.saveToken(
+                OAuthToken(accessToken: "bearer-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600)), for: bearerKey)
+            let bearer = try await OAuthClientTests.vault(scratch, ["get", bearerKey.service, bearerKey.account, "--json"])
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(bearer.stdout.utf8)) as? [String: Any], "\(bearer.stderr)")
+            #expect(json["dpop_jkt"] is NSNull && json["dpop_alg"] is NSNull, "a Bearer entry: null")
         }
     }
 }

@@ -148,6 +148,27 @@ import TokenVaultDPoP
         #expect(try await vault.freshToken(for: entryKey).accessToken == "tvx.bearer")
     }
 
+    /// base64url is written over bytes (not through Foundation and `replacingOccurrences`): every
+    /// length agrees with Foundation's base64 with the URL alphabet and no padding, and decoding
+    /// takes back exactly what was encoded and nothing else.
+    @Test func base64URLAgreesWithFoundationAndRefusesWhatIsNotBase64URL() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0...70 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let expected = Data(bytes).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            let encoded = Base64URL.encode(bytes)
+            #expect(encoded == expected, "length \(length)")
+            #expect(Base64URL.encode(Data(bytes)) == expected, "length \(length), from Data")
+            #expect(Base64URL.decode(encoded) == bytes, "length \(length)")
+        }
+        #expect(Base64URL.encode([0xFB, 0xFF]) == "-_8")
+        for refused in ["ab=", "a+b/", "abcde", "ab c", "AB", "ä"] {
+            #expect(Base64URL.decode(refused) == nil, "\(refused)")
+        }
+        #expect(Base64URL.decode("AA") == [0])
+    }
+
     static func json(_ part: String) throws -> [String: Any] {
         let bytes = try #require(Base64URL.decode(part))
         return try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
