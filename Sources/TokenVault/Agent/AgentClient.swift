@@ -34,6 +34,8 @@ public struct AgentClient: Sendable {
     /// token around the agent (a user whom a system agent's policy serves cannot go direct at
     /// all). Past ``deadline`` the client waits on only while the agent's process runs or sleeps;
     /// a stopped agent sends it direct at ``deadline``, and one that dies closes the connection.
+    /// (The process is the socket's peer as the kernel recorded it: with socket activation that is
+    /// the one that listened, systemd, so there a stopped agent holds such a request to this bound.)
     public var refreshDeadline: Duration = TokenEndpointClient.defaultDeadline + .seconds(5)
 
     /// Why the agent cannot answer; the caller goes direct.
