@@ -148,7 +148,7 @@ enum BackendHandoff {
     /// Replaces this process with `program`; returns only by throwing.
     /// - Throws: `backendUnavailable` when it is not installed or cannot be run.
     static func execute(_ program: String, for what: String) throws -> Never {
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let executable = (try? SystemCall.linkTarget("/proc/self/exe")) ?? CommandLine.arguments[0]
         var failures: [String] = []
         for path in candidates(program, besides: executable) {
             guard access(path, X_OK) == 0 else {

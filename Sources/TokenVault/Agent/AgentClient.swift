@@ -184,7 +184,7 @@ public struct AgentClient: Sendable {
         /// Whether process `pid` is running or waiting (state R, S or D in /proc/PID/stat), not
         /// stopped, traced, dead or gone.
         private static func isAtWork(_ pid: Int32) -> Bool {
-            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            guard let stat = try? SystemCall.readWhole("/proc/\(pid)/stat"),
                 let end = stat.lastIndex(of: ")")
             else { return false }
             let state = stat[stat.index(after: end)...].drop { $0 == " " }.first

@@ -59,14 +59,14 @@ extension SystemCall {
     }
 
     /// The target of a symbolic link such as `/proc/self/exe`.
-    private static func linkTarget(_ path: String) throws(Errno) -> String {
+    package static func linkTarget(_ path: String) throws(Errno) -> String {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let count = try retrying { readlink(path, &buffer, buffer.count - 1) }
         return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// A file of /proc, read whole (`stat` does not know its size).
-    private static func readWhole(_ path: String) throws -> String {
+    package static func readWhole(_ path: String) throws -> String {
         let fd = try SystemCall.open(path, O_RDONLY)
         defer { SystemCall.close(fd) }
         var bytes: [UInt8] = []
