@@ -77,6 +77,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         // Only with the Postgres trait: TokenVaultPostgres and `vault-full`.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // Only with the Postgres trait, already in the graph through postgres-nio: NIOTLS, whose
+        // handshake event TokenVaultPostgres waits for before it checks the host name (issue 34).
+        .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         // Only with the AsyncHTTPClientAdapter trait: TokenVaultAsyncHTTPClient.
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         // Only with the DPoP trait: TokenVaultDPoP (issue 32).
@@ -192,6 +195,7 @@ package.targets += [
         dependencies: [
             "TokenVault",
             .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
+            .product(name: "NIOTLS", package: "swift-nio", condition: .when(traits: ["Postgres"])),
             .product(name: "Logging", package: "swift-log"),
         ]
     )

@@ -161,7 +161,7 @@ final class PostgresReadCache: Sendable {
     /// The listener: a pooled connection held for `LISTEN`, with a heartbeat; on any failure the
     /// cache goes down, the connection is closed, and a new one is tried after a short pause.
     /// Runs until cancelled (``PostgresStore/close()``).
-    static func listen(_ cache: PostgresReadCache, client: PostgresClient, vault: String, logger: Logger) async {
+    static func listen(_ cache: PostgresReadCache, client: PostgresPool, vault: String, logger: Logger) async {
         var pause = Duration.milliseconds(20)
         while !Task.isCancelled {
             let started = ContinuousClock.now

@@ -133,53 +133,21 @@ enum PostgresSchema {
 
     /// Opens (or, on first use, creates) the vault: the schema, then the header row, then the keys.
     static func openVault(
-        client: PostgresClient, configuration: PostgresStore.Configuration, secret: RowSealingSecret,
+        client: PostgresPool, configuration: PostgresStore.Configuration, secret: RowSealingSecret,
         options: PostgresStore.Options, logger: Logger
     ) async throws -> PostgresStore.Sealing {
         let vault = PostgresStore.vaultName(configuration)
         let header = try await PostgresStore.withDeadline(options.operationTimeout, what: "open the vault", vault: vault) {
-            try await diagnosingFirstContact(configuration, connectTimeout: options.connectTimeout, vault: vault) {
-                try await PostgresStore.retrying(what: "open the vault", vault: vault) {
-                    try await client.withConnection { connection in
-                        try await readOrCreateHeader(on: connection, secret: secret, options: options, vault: vault)
-                    }
+            // A connect that fails for a reason of its own (a refused login, a certificate that
+            // does not verify or names another host) fails at once, with that reason; only a
+            // refused or unreachable server is tried again until the deadline.
+            try await PostgresStore.retrying(what: "open the vault", vault: vault) {
+                try await client.withConnection { connection in
+                    try await readOrCreateHeader(on: connection, secret: secret, options: options, vault: vault)
                 }
             }
         }
         return try unlock(header, secret: secret, options: options, vault: vault)
-    }
-
-    /// `body`, which waits for a connection of the pool; when none has come after a moment, one
-    /// connection is made outside the pool to see why. The pool retries a failed connect in
-    /// silence until the deadline ("did not answer in time" after 10 s), whatever the reason: a
-    /// refused login or a certificate that does not verify is told at once this way, while an
-    /// unreachable server is still left to the deadline. Costs nothing when the pool connects.
-    static func diagnosingFirstContact<Result: Sendable>(
-        _ configuration: PostgresStore.Configuration, connectTimeout: Duration, vault: String,
-        _ body: @escaping @Sendable () async throws -> Result
-    ) async throws -> Result {
-        try await withThrowingTaskGroup(of: Result?.self) { group in
-            group.addTask { try await body() }
-            group.addTask {
-                try await Task.sleep(for: .milliseconds(250))
-                let connection: PostgresConnection
-                do {
-                    connection = try await PostgresConnection.connect(
-                        configuration: try configuration.connectionConfiguration(connectTimeout: connectTimeout), id: 0,
-                        logger: PostgresSQL.silent)
-                } catch {
-                    if Task.isCancelled || PostgresSQL.isConnectionFailure(error) { return nil }
-                    throw PostgresSQL.vaultError(error, what: "open the vault", vault: vault)
-                }
-                try? await connection.close()
-                return nil
-            }
-            defer { group.cancelAll() }
-            while let next = try await group.next() {
-                if let result = next { return result }
-            }
-            throw CancellationError()
-        }
     }
 
     /// Reads the header row; creates the schema and a new header when there is none (and

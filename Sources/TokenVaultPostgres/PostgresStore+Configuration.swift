@@ -152,7 +152,17 @@ extension PostgresStore {
             return "\(user)@\(shownHost):\(port)/\(database)"
         }
 
-        /// The TLS configuration `tlsMode` asks for; `nil` for none.
+        /// The host as libpq reads it: an IPv6 address without its brackets.
+        var bareHost: String {
+            let host = self.host ?? "localhost"
+            return host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        }
+
+        /// The TLS configuration `tlsMode` asks for; `nil` for none. For verify-full the chain is
+        /// checked here and the host name is not: ``PostgresConnector`` checks it after the
+        /// handshake, before anything is sent, by libpq's rules (swift-nio-ssl's own check also
+        /// accepts a certificate naming the peer's IP address). Never hand this configuration to
+        /// postgres-nio for a verify-full connection.
         func tlsConfiguration() throws -> TLSConfiguration? {
             switch tlsMode {
             case .disable:
@@ -162,8 +172,7 @@ extension PostgresStore {
                 context.minimumTLSVersion = .tlsv12
                 switch tlsMode {
                 case .require: context.certificateVerification = .none
-                case .verifyCA: context.certificateVerification = .noHostnameVerification
-                default: context.certificateVerification = .fullVerification
+                default: context.certificateVerification = .noHostnameVerification
                 }
                 if let rootCertificatePath {
                     guard FileManager.default.isReadableFile(atPath: rootCertificatePath) else {
@@ -173,39 +182,6 @@ extension PostgresStore {
                 }
                 return context
             }
-        }
-
-        /// The configuration of one connection outside the pool, the same as the pool's: to learn
-        /// at once why the pool cannot connect (see ``PostgresSchema/openVault``).
-        func connectionConfiguration(connectTimeout: Duration) throws -> PostgresConnection.Configuration {
-            var configuration: PostgresConnection.Configuration
-            if let socketDirectory {
-                let path = (socketDirectory as NSString).appendingPathComponent(".s.PGSQL.\(port)")
-                configuration = PostgresConnection.Configuration(unixSocketPath: path, username: user, password: password, database: database)
-            } else {
-                let tls: PostgresConnection.Configuration.TLS = try tlsConfiguration().map { .require(try NIOSSLContext(configuration: $0)) } ?? .disable
-                configuration = PostgresConnection.Configuration(
-                    host: host ?? "localhost", port: port, username: user, password: password, database: database, tls: tls)
-            }
-            configuration.options.connectTimeout = TimeAmount(connectTimeout)
-            return configuration
-        }
-
-        /// The client configuration for postgres-nio.
-        func clientConfiguration(connectTimeout: Duration) throws -> PostgresClient.Configuration {
-            var configuration: PostgresClient.Configuration
-            if let socketDirectory {
-                let path = (socketDirectory as NSString).appendingPathComponent(".s.PGSQL.\(port)")
-                configuration = PostgresClient.Configuration(unixSocketPath: path, username: user, password: password, database: database)
-            } else {
-                let tls: PostgresClient.Configuration.TLS = try tlsConfiguration().map { .require($0) } ?? .disable
-                configuration = PostgresClient.Configuration(
-                    host: host ?? "localhost", port: port, username: user, password: password, database: database, tls: tls)
-            }
-            configuration.options.connectTimeout = connectTimeout
-            configuration.options.maximumConnections = 8
-            configuration.options.keepAliveBehavior = nil
-            return configuration
         }
     }
 }

@@ -21,7 +21,10 @@ import Synchronization
 ///   a damaged header `integrityFailure`.
 /// - **Schema.** Created on first use (`tokenvault_header`, `tokenvault_entries`) and
 ///   versioned; a newer schema is refused with `unsupportedVersion`.
-/// - **Connections.** A pool (postgres-nio's `PostgresClient`). Every call is bounded by
+/// - **Connections.** A pool of postgres-nio connections; with `sslmode=verify-full` (the
+///   default) each one's TLS is set up by the store and the URL's host checked against the
+///   server certificate's names as libpq checks them, before postgres-nio sends the login.
+///   Every call is bounded by
 ///   ``Options/operationTimeout``: an unreachable server is `backendUnavailable`, never a hang. A
 ///   call that meets a dropped connection (a server restart, `pg_terminate_backend`) retries
 ///   on a new one within that bound.
@@ -120,9 +123,8 @@ public final class PostgresStore: CredentialStore, Sendable {
     /// Where the vault is (no password).
     public let configuration: Configuration
     let options: Options
-    let client: PostgresClient
+    let client: PostgresPool
     let logger: Logger
-    private let runner: Task<Void, Never>
     /// The read cache and its listener, with ``Options/readCache``.
     let readCache: PostgresReadCache?
     private let listener: Task<Void, Never>?
@@ -142,12 +144,11 @@ public final class PostgresStore: CredentialStore, Sendable {
         var vaultID: [UInt8]
     }
 
-    init(configuration: Configuration, options: Options, client: PostgresClient, runner: Task<Void, Never>, sealing: Sealing, logger: Logger) {
+    init(configuration: Configuration, options: Options, client: PostgresPool, sealing: Sealing, logger: Logger) {
         self.configuration = configuration
         self.vaultName = Self.vaultName(configuration)
         self.options = options
         self.client = client
-        self.runner = runner
         self.sealing = Mutex(sealing)
         self.logger = logger
         if options.readCache {
@@ -163,7 +164,7 @@ public final class PostgresStore: CredentialStore, Sendable {
 
     deinit {
         listener?.cancel()
-        runner.cancel()
+        client.close()
     }
 
     /// Opens the vault in the database `configuration` names, creating its schema and header row
@@ -181,15 +182,19 @@ public final class PostgresStore: CredentialStore, Sendable {
         logger: Logger = Vault.noopLogger
     ) async throws -> PostgresStore {
         let secret = try RowSealingSecret.load(keySource, allowInsecurePermissions: options.allowInsecurePermissions)
-        let client = PostgresClient(configuration: try configuration.clientConfiguration(connectTimeout: options.connectTimeout))
-        let runner = Task { await client.run() }
+        let connector: PostgresConnector
+        do {
+            connector = try PostgresConnector(configuration, connectTimeout: options.connectTimeout)
+        } catch {
+            throw PostgresSQL.vaultError(error, what: "open the vault", vault: vaultName(configuration))
+        }
+        let client = PostgresPool(connector)
         do {
             let sealing = try await PostgresSchema.openVault(
                 client: client, configuration: configuration, secret: secret, options: options, logger: logger)
-            return PostgresStore(
-                configuration: configuration, options: options, client: client, runner: runner, sealing: sealing, logger: logger)
+            return PostgresStore(configuration: configuration, options: options, client: client, sealing: sealing, logger: logger)
         } catch {
-            runner.cancel()
+            client.close()
             throw error
         }
     }
@@ -198,7 +203,7 @@ public final class PostgresStore: CredentialStore, Sendable {
     public func close() {
         listener?.cancel()
         readCache?.setListening(false)
-        runner.cancel()
+        client.close()
     }
 
     /// Whether the read cache serves gets now: it is on, its listener holds `LISTEN`, and its

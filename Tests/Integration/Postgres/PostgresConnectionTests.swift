@@ -21,19 +21,9 @@ extension PostgresTests {
             #expect((status.tls != nil) == (mode != "disable"), "\(mode): \(status.tls ?? "no TLS")")
         }
 
-        @Test func verifyFullRefusesACertificateForAnotherName() async throws {
-            let postgres = try TestPostgres.require()
-            let dir = try TemporaryDirectory()
-            // The server's certificate names 127.0.0.1, ::1 and localhost; reach it by another name.
-            let url = postgres.url(try postgres.freshDatabase(), host: "127.0.0.2")
-            let configuration = try PostgresStore.Configuration(url: url, passwordFile: postgres.passwordFile)
-            do {
-                _ = try await PostgresStore.open(configuration, keySource: .keyFile(try dir.keyFile()), options: TestPostgres.testOptions)
-                Issue.record("connected to a server whose certificate names another host")
-            } catch let error as VaultError {
-                #expect(error.code == .backendUnavailable, "\(error.message)")
-            }
-        }
+        // A certificate for another name: PostgresTests.HostNames (the cluster serves certificates
+        // with chosen names, and psql judges each host; a connection to an address the cluster does
+        // not listen on, as this suite once tried, is refused before any certificate is seen).
 
         @Test func sslmodeDisableIsOnlyForLoopbackAndPasswordsStayOutOfMessages() throws {
             #expect(throws: VaultError.self) { try PostgresStore.Configuration(url: "postgres://u@db.example.com/x?sslmode=disable") }

@@ -1,0 +1,372 @@
+// Owns: making a connection to the server (TLS and, for verify-full, the host name check) and
+// the store's pool of them.
+#if Postgres  // built with the package trait Postgres (postgres-nio); see Package.swift
+import Foundation
+import TokenVault
+import PostgresNIO
+import NIOTLS
+import Logging
+import Synchronization
+
+/// Makes the connections of one store, as its ``PostgresStore/Configuration`` says.
+///
+/// `sslmode=verify-full` is libpq's here: postgres-nio lets swift-nio-ssl check the host name,
+/// and swift-nio-ssl also accepts a certificate whose IP-address entries hold the address it
+/// connected to, whatever name the URL gives (a trusted certificate naming an attacker's
+/// address passed for any name DNS points there), and offers no hook to change that. So for
+/// verify-full the connection is set up here, as libpq does it: TCP, the SSLRequest, the TLS
+/// handshake with the chain checked by BoringSSL against the trusted roots, then the URL's host
+/// checked against the certificate's names (``ServerNameCheck``), and only then is the channel
+/// handed to postgres-nio, which sends the startup message and the password over it. Nothing of
+/// the login leaves before the name is checked. The other modes go through postgres-nio as they are.
+final class PostgresConnector: Sendable {
+    let configuration: PostgresStore.Configuration
+    let connectTimeout: Duration
+    /// Made once (it reads the trusted roots from disk); `nil` without TLS.
+    private let tlsContext: NIOSSLContext?
+    private let nextID = Atomic(0)
+
+    init(_ configuration: PostgresStore.Configuration, connectTimeout: Duration) throws {
+        self.configuration = configuration
+        self.connectTimeout = connectTimeout
+        tlsContext = try configuration.tlsConfiguration().map { try NIOSSLContext(configuration: $0) }
+    }
+
+    /// A new connection, logged in.
+    func connect() async throws -> PostgresConnection {
+        let id = nextID.add(1, ordering: .relaxed).newValue
+        let configuration = self.configuration
+        var settings: PostgresConnection.Configuration
+        // An established channel is set up on its own event loop, and postgres-nio must be too.
+        var eventLoop = PostgresConnection.defaultEventLoopGroup.any()
+        if let socketDirectory = configuration.socketDirectory {
+            let path = (socketDirectory as NSString).appendingPathComponent(".s.PGSQL.\(configuration.port)")
+            settings = PostgresConnection.Configuration(
+                unixSocketPath: path, username: configuration.user, password: configuration.password, database: configuration.database)
+        } else {
+            let host = configuration.bareHost
+            switch (configuration.tlsMode, tlsContext) {
+            case (.verifyFull, let context?):
+                let channel = try await verifiedChannel(host: host, port: configuration.port, context: context)
+                eventLoop = channel.eventLoop
+                settings = PostgresConnection.Configuration(
+                    establishedChannel: channel, username: configuration.user, password: configuration.password,
+                    database: configuration.database)
+            case (_, let context?):
+                settings = PostgresConnection.Configuration(
+                    host: host, port: configuration.port, username: configuration.user, password: configuration.password,
+                    database: configuration.database, tls: .require(context))
+            case (_, nil):
+                settings = PostgresConnection.Configuration(
+                    host: host, port: configuration.port, username: configuration.user, password: configuration.password,
+                    database: configuration.database, tls: .disable)
+            }
+        }
+        settings.options.connectTimeout = TimeAmount(connectTimeout)
+        return try await PostgresConnection.connect(on: eventLoop, configuration: settings, id: id, logger: PostgresSQL.silent)
+    }
+
+    /// TCP to `host`, TLS as libpq's verify-full sets it up, the host name checked: a channel
+    /// ready for the startup message. Bounded by the connect timeout as a whole.
+    private func verifiedChannel(host: String, port: Int, context: NIOSSLContext) async throws -> any Channel {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connectTimeout(TimeAmount(connectTimeout))
+            .connect(host: host, port: port).get()
+        // A server that takes the TCP connection and then says nothing: closing the channel
+        // fails whatever waits below.
+        let bound = channel.eventLoop.scheduleTask(in: TimeAmount(connectTimeout)) { channel.close(promise: nil) }
+        defer { bound.cancel() }
+        let vault = PostgresStore.vaultName(configuration)
+        do {
+            let ready = channel.eventLoop.makePromise(of: Void.self)
+            // An IP address is never sent as SNI (RFC 6066); a name is, as libpq does.
+            let serverName = ServerNameCheck.ipv4(host) == nil && ServerNameCheck.ipv6(host) == nil ? host : nil
+            try await channel.eventLoop.submit {
+                let starter = TLSStarter(context: context, serverName: serverName, ready: ready, vault: vault)
+                try channel.pipeline.syncOperations.addHandler(starter)
+            }.get()
+            try await ready.futureResult.get()
+            guard let certificate = try await channel.nioSSL_peerCertificate().get() else {
+                throw VaultError(.backendUnavailable, "The TLS handshake with \(vault) failed: the server presented no certificate.")
+            }
+            let names: ServerCertificateNames
+            do {
+                names = try ServerCertificateNames(der: try certificate.toDERBytes())
+            } catch {
+                throw VaultError(.backendUnavailable, "The TLS handshake with \(vault) failed: \(error).")
+            }
+            if let refusal = ServerNameCheck.refusal(host: host, names: names) {
+                throw VaultError(
+                    .backendUnavailable,
+                    "The TLS handshake with \(vault) failed: \(refusal) (sslmode=verify-full checks the URL's host against the names in the certificate, as libpq does). Connect by a name the certificate holds, or have one issued for this name; nothing was sent to the server.")
+            }
+            return channel
+        } catch {
+            channel.close(promise: nil)
+            throw error
+        }
+    }
+}
+
+/// Sends the SSLRequest, reads the server's one-byte answer, adds the TLS handler, and reports
+/// when its handshake (with the chain verified) is done, leaving the pipeline then. A server
+/// that sends more than its one byte before the handshake is refused (CVE-2021-23222: bytes a
+/// man in the middle put there).
+private final class TLSStarter: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+
+    private enum State { case asking, handshaking, done }
+    private var state = State.asking
+    private let context: NIOSSLContext
+    private let serverName: String?
+    private let ready: EventLoopPromise<Void>
+    private let vault: String
+
+    init(context: NIOSSLContext, serverName: String?, ready: EventLoopPromise<Void>, vault: String) {
+        self.context = context
+        self.serverName = serverName
+        self.ready = ready
+        self.vault = vault
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        // Length 8, then the SSLRequest code 80877103.
+        let request = context.channel.allocator.buffer(bytes: [0, 0, 0, 8, 0x04, 0xD2, 0x16, 0x2F])
+        context.writeAndFlush(NIOAny(request), promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard state == .asking else { return }
+        let buffer = unwrapInboundIn(data)
+        guard buffer.readableBytes == 1, let answer = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self) else {
+            return fail(
+                context,
+                VaultError(.backendUnavailable, "The server of \(vault) sent more than its answer to the TLS request; refused (it may be a man in the middle)."))
+        }
+        switch answer {
+        case UInt8(ascii: "S"):
+            do {
+                let handler = try NIOSSLClientHandler(context: self.context, serverHostname: serverName)
+                try context.pipeline.syncOperations.addHandler(handler, position: .before(self))
+                state = .handshaking
+            } catch {
+                fail(context, error)
+            }
+        case UInt8(ascii: "N"):
+            fail(
+                context,
+                VaultError(
+                    .backendUnavailable,
+                    "The server of \(vault) does not offer TLS, and sslmode requires it. Enable ssl on the server (or, on loopback only, use sslmode=disable)."))
+        default:
+            fail(context, VaultError(.backendUnavailable, "The server of \(vault) gave no valid answer to the TLS request; is it PostgreSQL?"))
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        context.fireUserInboundEventTriggered(event)
+        if state == .handshaking, let event = event as? TLSUserEvent, case .handshakeCompleted = event {
+            state = .done
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            ready.succeed(())
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        fail(context, error)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        fail(context, ClosedConnection())
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        if state != .done { fail(context, ClosedConnection(), close: false) }
+    }
+
+    private func fail(_ context: ChannelHandlerContext, _ error: any Error, close: Bool = true) {
+        guard state != .done else { return }
+        state = .done
+        ready.fail(error)
+        if close { context.close(promise: nil) }
+    }
+}
+
+/// The store's connections: at most `maximum` at once, idle ones reused (the most recent first)
+/// and closed after a minute unused, closed ones dropped. A caller that finds all of them in use
+/// waits for one (its deadline cancels the wait). A connect that fails fails the caller that
+/// asked for it, with its reason, at once: a refused login or a certificate that does not verify
+/// is reported as what it is; a refused or unreachable server is retried by the caller
+/// (``PostgresStore/retrying(what:vault:_:)``) until its deadline.
+final class PostgresPool: Sendable {
+    private struct Waiter {
+        let id: Int
+        let continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct State {
+        var idle: [(connection: PostgresConnection, since: ContinuousClock.Instant)] = []
+        /// Connections open or being opened, in use or idle.
+        var count = 0
+        var waiters: [Waiter] = []
+        var nextWaiter = 0
+        /// Waiters whose wait has not begun yet, and those of them cancelled before it did.
+        var starting: Set<Int> = []
+        var cancelledEarly: Set<Int> = []
+        var closed = false
+    }
+
+    private let state = Mutex(State())
+    private let connector: PostgresConnector
+    private let maximum: Int
+    private let idleTimeout: Duration
+    private let vault: String
+
+    init(_ connector: PostgresConnector, maximum: Int = 8, idleTimeout: Duration = .seconds(60)) {
+        self.connector = connector
+        self.maximum = maximum
+        self.idleTimeout = idleTimeout
+        vault = PostgresStore.vaultName(connector.configuration)
+    }
+
+    deinit { close() }
+
+    /// Lends a connection to `body` for its duration.
+    func withConnection<Result: Sendable>(_ body: (PostgresConnection) async throws -> Result) async throws -> Result {
+        let connection = try await lease()
+        defer { release(connection) }
+        return try await body(connection)
+    }
+
+    /// Closes the idle connections, and those in use as they come back; fails every waiter and
+    /// every later call.
+    func close() {
+        let (idle, waiters) = state.withLock { state in
+            state.closed = true
+            let idle = state.idle
+            state.idle = []
+            state.count -= idle.count
+            let waiters = state.waiters
+            state.waiters = []
+            return (idle, waiters)
+        }
+        for entry in idle { Self.discard(entry.connection) }
+        for waiter in waiters { waiter.continuation.resume(throwing: closedError) }
+    }
+
+    private var closedError: VaultError { VaultError(.backendUnavailable, "\(vault) is closed.") }
+
+    private enum Step {
+        case use(PostgresConnection)
+        case connect
+        case wait
+    }
+
+    private func lease() async throws -> PostgresConnection {
+        while true {
+            try Task.checkCancellation()
+            var stale: [PostgresConnection] = []
+            let step: Step? = state.withLock { state in
+                guard !state.closed else { return nil }
+                let now = ContinuousClock.now
+                while let entry = state.idle.popLast() {
+                    if entry.connection.isClosed || now - entry.since > idleTimeout {
+                        stale.append(entry.connection)
+                        state.count -= 1
+                        continue
+                    }
+                    return .use(entry.connection)
+                }
+                if state.count < maximum {
+                    state.count += 1
+                    return .connect
+                }
+                return .wait
+            }
+            for connection in stale { Self.discard(connection) }
+            switch step {
+            case nil:
+                throw closedError
+            case .use(let connection):
+                return connection
+            case .connect:
+                let connection: PostgresConnection
+                do {
+                    connection = try await connector.connect()
+                } catch {
+                    giveBackSlot()
+                    throw error
+                }
+                if state.withLock({ $0.closed }) {
+                    Self.discard(connection)
+                    giveBackSlot()
+                    throw closedError
+                }
+                return connection
+            case .wait:
+                try await waitForConnection()
+            }
+        }
+    }
+
+    private func release(_ connection: PostgresConnection) {
+        let (waiter, drop) = state.withLock { state -> (Waiter?, Bool) in
+            let drop = state.closed || connection.isClosed
+            if drop {
+                state.count -= 1
+            } else {
+                state.idle.append((connection, ContinuousClock.now))
+            }
+            return (state.waiters.isEmpty ? nil : state.waiters.removeFirst(), drop)
+        }
+        if drop { Self.discard(connection) }
+        waiter?.continuation.resume()
+    }
+
+    /// Closes `connection`, keeping it alive until it is closed (postgres-nio asserts that a
+    /// connection is closed when it goes away).
+    private static func discard(_ connection: PostgresConnection) {
+        connection.close().whenComplete { _ in withExtendedLifetime(connection) {} }
+    }
+
+    /// A connection that was never made: its place goes to the next waiter.
+    private func giveBackSlot() {
+        let waiter = state.withLock { state -> Waiter? in
+            state.count -= 1
+            return state.waiters.isEmpty ? nil : state.waiters.removeFirst()
+        }
+        waiter?.continuation.resume()
+    }
+
+    /// Returns when a connection has come back or a place has freed (then the caller looks again).
+    private func waitForConnection() async throws {
+        let id = state.withLock { state in
+            state.nextWaiter += 1
+            state.starting.insert(state.nextWaiter)
+            return state.nextWaiter
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let now: Swift.Result<Void, any Error>? = state.withLock { state in
+                    state.starting.remove(id)
+                    if state.cancelledEarly.remove(id) != nil { return .failure(CancellationError()) }
+                    if state.closed { return .failure(closedError) }
+                    // Something came back between the look and now.
+                    if !state.idle.isEmpty || state.count < maximum { return .success(()) }
+                    state.waiters.append(Waiter(id: id, continuation: continuation))
+                    return nil
+                }
+                if let now { continuation.resume(with: now) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> Waiter? in
+                if let index = state.waiters.firstIndex(where: { $0.id == id }) { return state.waiters.remove(at: index) }
+                if state.starting.contains(id) { state.cancelledEarly.insert(id) }
+                return nil
+            }
+            waiter?.continuation.resume(throwing: CancellationError())
+        }
+    }
+}
+#endif
