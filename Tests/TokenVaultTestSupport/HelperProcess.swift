@@ -1,5 +1,6 @@
 // A helper executable running alongside the test, its output in files; for the cross-process tests.
 import Foundation
+import Synchronization
 import Testing
 
 import Glibc
@@ -10,6 +11,7 @@ final class HelperProcess: @unchecked Sendable {
     let process = Process()
     let outputPath: String
     private let exited = AsyncStream<Int32>.makeStream()
+    private let exitInstant = Mutex<ContinuousClock.Instant?>(nil)
 
     init(_ name: String, arguments: [String], environment: [String: String], outputPath: String) throws {
         self.outputPath = outputPath
@@ -32,8 +34,9 @@ final class HelperProcess: @unchecked Sendable {
         // (LeakSanitizer reports the whole cycle; a fifteen-line program shows the same).
         let process = self.process
         let continuation = exited.continuation
-        Thread {
+        Thread { [self] in
             process.waitUntilExit()
+            exitInstant.withLock { $0 = ContinuousClock.now }
             continuation.yield(process.terminationStatus)
             continuation.finish()
         }.start()
@@ -51,6 +54,10 @@ final class HelperProcess: @unchecked Sendable {
         for await value in exited.stream { status = value }
         return status
     }
+
+    /// When the process was seen to exit (by the thread that waits for it), whenever the test
+    /// itself gets to ``wait(bound:)``; `nil` while it runs.
+    var exitedAt: ContinuousClock.Instant? { exitInstant.withLock { $0 } }
 
     func kill9() {
         kill(process.processIdentifier, SIGKILL)
