@@ -567,7 +567,7 @@ class Fleet:
                         newest = max(newest, issued[fp])
             after = [fp for (c, fp) in self.stored_after if c == cycle]
             if after and issued.get(after[0], 0) < newest:
-                missing = sum(1 for (c, _, fp) in self.acknowledged if c <= cycle and issued.get(fp, 0) > issued.get(after[0], 0))
+                missing = len({fp for (c, _, fp) in self.acknowledged if c <= cycle and issued.get(fp, 0) > issued.get(after[0], 0)})
                 if cycle in self.failover_cycles and self.args.replication == "async":
                     self.failover_lost.append((cycle, missing))
                     lost_cycles.add(cycle)
@@ -666,7 +666,7 @@ class Fleet:
                   + f"; fence+promote+move took median {statistics.median(self.failover_seconds):.1f} s (max {max(self.failover_seconds):.1f} s), "
                   f"the new standby streaming after median {statistics.median(self.reseed_seconds):.1f} s (max {max(self.reseed_seconds):.1f} s)")
             lost_answers = sum(m for (_, m) in self.failover_lost)
-            print(f"acknowledged answers missing after a promotion: {lost_answers} in {len(self.failover_lost)} of "
+            print(f"acknowledged refresh answers missing after a promotion: {lost_answers} in {len(self.failover_lost)} of "
                   f"{len(self.failover_cycles)} failovers" + (f" (cycles {[c for (c, _) in self.failover_lost]}); "
                   f"a spent refresh token presented again because of it: {representations_after_loss}" if self.failover_lost else ""))
         print("seconds per cycle: " + ", ".join(
@@ -702,6 +702,7 @@ def main():
     parser.add_argument("--database-address", required=True)
     parser.add_argument("--replication", choices=["sync", "async"], required=True)
     parser.add_argument("--faults", default=",".join(FAULTS), help="the faults to draw from, comma-separated")
+    parser.add_argument("--minutes", type=float, default=0, help="start no cycle after this many minutes (0: no limit)")
     parser.add_argument("--key-file", required=True)
     args = parser.parse_args()
     fleet = Fleet(args)
@@ -721,7 +722,11 @@ def main():
     fleet.random.shuffle(plan)
     plan += [fleet.random.choice(faults) for _ in range(args.cycles - len(plan))]
     try:
+        deadline = time.monotonic() + args.minutes * 60 if args.minutes > 0 else None
         for fault in plan:
+            if deadline is not None and time.monotonic() > deadline:
+                print(f"fleet: --minutes {args.minutes:g} reached after {fleet.cycle} of {args.cycles} cycles", flush=True)
+                break
             fleet.run_cycle(fault)
     except Failure as failure:
         fleet.violations.append(str(failure))
