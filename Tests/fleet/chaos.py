@@ -26,7 +26,7 @@ at once, and does one fault, chosen at random, to whichever host holds the refre
                      keepalived sends), then the old primary made the new standby from a fresh
                      pg_basebackup. Three variants: while the server holds the holder's request
                      (released before or after the promotion); at a random moment 0-500 ms after
-                     the start; and with the standby lagging (its replication link cut first, the
+                     a host took the refresh lock; and with the standby lagging (its replication link cut first, the
                      primary cut once a host acknowledged a token or a commit waits for the
                      standby). With synchronous replication (remote_apply) every acknowledged
                      write must survive; with --replication async the checker counts what the
@@ -286,6 +286,13 @@ class Fleet:
         order = order if order is not None else list(range(len(self.hosts)))
         return {index: self.vault(index, ["get", SERVICE, ACCOUNT, "--fresh"]) for index in order}
 
+    def holder_or_all_ended(self, processes):
+        address = self.holder_address()
+        if address is None and all(p.poll() is not None for p in processes.values()):
+            raise Failure(f"cycle {self.cycle}: every host ended before one took the refresh lock "
+                          f"(exits {[p.returncode for p in processes.values()]})")
+        return address
+
     def held_or_all_ended(self, processes):
         held = self.held_request()
         if held is None and all(p.poll() is not None for p in processes.values()):
@@ -515,9 +522,11 @@ class Fleet:
                 self.failover(release)
         elif variant == "random":
             processes.update(self.start_all())
+            # mid-refresh: a random moment after a host took the lock (its journal, its request
+            # or its commit may be in flight)
+            address = self.wait_until("a host to take the refresh lock", lambda: self.holder_or_all_ended(processes))
+            holder = self.host_of(address)
             time.sleep(self.random.uniform(0, 0.5))
-            address = self.holder_address()
-            holder = self.host_of(address) if address else None
             self.interrupted_cycles.add(self.cycle)
             self.cut(None, "all", primary_namespace)
             self.failover()
