@@ -566,6 +566,7 @@ class Fleet:
         # set-up loses (counted, not a failure); with synchronous replication it is a failure.
         newest = 0
         lost_cycles = set()
+        counted_missing = set()
         for cycle in range(1, self.cycle + 1):
             for (c, host, fp) in self.acknowledged:
                 if c == cycle:
@@ -575,7 +576,9 @@ class Fleet:
                         newest = max(newest, issued[fp])
             after = [fp for (c, fp) in self.stored_after if c == cycle]
             if after and issued.get(after[0], 0) < newest:
-                missing = len({fp for (c, _, fp) in self.acknowledged if c <= cycle and issued.get(fp, 0) > issued.get(after[0], 0)})
+                missing_now = {fp for (c, _, fp) in self.acknowledged if c <= cycle and issued.get(fp, 0) > issued.get(after[0], 0)}
+                missing = len(missing_now - counted_missing)
+                counted_missing |= missing_now
                 if cycle in self.failover_cycles and self.args.replication == "async":
                     self.failover_lost.append((cycle, missing))
                     lost_cycles.add(cycle)
