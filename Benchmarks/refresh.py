@@ -241,14 +241,15 @@ class Refresh:
         self.results["authorized"] = result
 
     def measure_dpop(self):
-        """tokenvault-bench dpop (issue 32): proofs/s in process, and a resource call with a
-        DPoP-bound token through the URLSession adapter against the same with a Bearer token."""
+        """tokenvault-bench dpop (issue 32): proofs/s in process (a loaded key, and through the vault),
+        and a resource call with a DPoP-bound token through each adapter (URLSession, AsyncHTTPClient)
+        against the same with a Bearer token."""
         if not self.args.bench_bin:
             return
         bearer_user = "bench-dpop-bearer-%d" % os.getpid()
         dpop_user = "bench-dpop-bound-%d" % os.getpid()
         response = self.server.login(bearer_user)
-        log("DPoP: proofs/s, then %d interleaved resource calls, DPoP vs Bearer" % self.args.authorized_rounds)
+        log("DPoP: proofs/s, then %d interleaved resource calls through each adapter, DPoP vs Bearer" % self.args.authorized_rounds)
         process = subprocess.run(
             [self.args.bench_bin, "dpop", "--file", os.path.join(self.scratch, "dpop.vault"),
              "--key-file", self.key_file, "--url", self.server.url + "/api/data", "--token-url", self.server.url + "/token",
@@ -260,7 +261,8 @@ class Refresh:
         stats = self.server.stats(dpop_user)
         result["dpop_resource_requests"] = stats.get("dpop_resource_requests")
         result["dpop_proofs_refused"] = stats.get("dpop_proofs_refused")
-        # The server's own time checking the proofs (joserfc, in Python), apart from the client's cost.
+        # The server's own time verifying the proofs (joserfc, in Python: the check, the key's binding,
+        # the jti recorded), apart from the client's cost.
         result["server_verify_ms_per_request"] = (
             stats.get("dpop_resource_verify_seconds", 0.0) * 1000 / stats["dpop_resource_requests"]
             if stats.get("dpop_resource_requests") else None)
@@ -354,21 +356,43 @@ def render(results, adapters_only=False):
                       "DPoPKey.proof (claims, ath, base64url, ES256 signature by swift-crypto) in a loop on one thread, "
                       "per CPU second; wall: %.0f/s; EdDSA: %.0f/s per CPU second" % (
                           dpop["proofs_per_second_ES256"], dpop["proofs_per_cpu_second_EdDSA"])])
-        ratio = dpop["dpop_median_ms"] / dpop["bearer_median_ms"]
+        goals.append(["DPoP proofs through the vault, as the agent signs them (issue 32; no goal of its own)",
+                      "%.0f/s" % dpop["vault_proofs_per_cpu_second"], "figure",
+                      "Vault.dpopProof in a loop on one thread (each: the entry read and opened, its key loaded, a proof "
+                      "signed), per CPU second; wall: %.0f/s" % dpop["vault_proofs_per_second"]])
         verify = dpop.get("server_verify_ms_per_request")
-        goals.append(["a resource call with DPoP through an adapter ≤ 1.1× Bearer (issue 32)", "%.3f×" % ratio,
-                      "MET" if ratio <= 1.1 else "MISSED",
-                      "URLSession adapter, DPoP-bound token (a proof per request, verified by the server with joserfc) vs "
-                      "a Bearer token, medians of %d interleaved in-process requests to /api/data on a file vault: "
-                      "%.3f vs %.3f ms; of the difference, the server spent %s ms per DPoP request checking the proof "
-                      "(joserfc in Python, its mean), and the client made its header fields in %.1f µs for DPoP (the entry "
-                      "read, its key loaded, a proof signed) vs %.1f µs for Bearer (medians, without the network); the "
-                      "client's CPU per request %.3f vs %.3f ms (URLSession's threads: CPU follows the wait); "
-                      "%s DPoP requests at the server, %s refused, %d refresh(es)" % (
-                          dpop["rounds"], dpop["dpop_median_ms"], dpop["bearer_median_ms"],
-                          "–" if verify is None else "%.3f" % verify, dpop["dpop_headers_median_us"], dpop["bearer_headers_median_us"],
-                          dpop["dpop_cpu_ms_per_request"], dpop["bearer_cpu_ms_per_request"],
-                          dpop["dpop_resource_requests"], dpop["dpop_proofs_refused"], dpop["refresh_requests"])])
+        client_extra_ms = (dpop["dpop_headers_median_us"] - dpop["bearer_headers_median_us"]) / 1000
+        for prefix, adapter in (("", "URLSession"), ("ahc_", "AsyncHTTPClient")):
+            if prefix + "dpop_median_ms" not in dpop:
+                goals.append(["a resource call with DPoP through the %s adapter ≤ 1.1× Bearer (issue 32)" % adapter, "–",
+                              "NOT MEASURED", "tokenvault-bench is built without this adapter: its release build "
+                              "(swift-nio, swift-nio-ssl's BoringSSL, nio-http2) did not fit the session's time; "
+                              "the row is ready for when it is (keys ahc_*)"])
+                continue
+            bearer, bound = dpop[prefix + "bearer_median_ms"], dpop[prefix + "dpop_median_ms"]
+            ratio = bound / bearer
+            goals.append(["a resource call with DPoP through the %s adapter ≤ 1.1× Bearer, the whole call (issue 32)" % adapter,
+                          "%.3f×" % ratio, "MET" if ratio <= 1.1 else "MISSED",
+                          "%s adapter, DPoP-bound token (a proof per request, verified by the test server: joserfc in "
+                          "Python) vs a Bearer token, medians of %d interleaved in-process requests to /api/data on a "
+                          "file vault: %.3f vs %.3f ms, +%.3f ms; of which the server's verification %s ms (%s of the "
+                          "Bearer call) and the client's header fields %.3f ms (%.1f%%); client CPU per request %.3f vs "
+                          "%.3f ms" % (
+                              adapter, dpop["rounds"], bound, bearer, bound - bearer,
+                              "–" if verify is None else "%.3f" % verify,
+                              "–" if verify is None else "%.1f%%" % (100 * verify / bearer),
+                              client_extra_ms, 100 * client_extra_ms / bearer,
+                              dpop[prefix + "dpop_cpu_ms_per_request"], dpop[prefix + "bearer_cpu_ms_per_request"])])
+        share = client_extra_ms / dpop["bearer_median_ms"]
+        goals.append(["… the client's part: what DPoP adds on the client ≤ 10% of a Bearer call (issue 32's 1.1×, "
+                      "the server's verification left out)", "+%.1f%%" % (100 * share), "MET" if share <= 0.1 else "MISSED",
+                      "the header fields TokenAuthorizer sets (Vault.authorizationHeaders: the entry read, its key, a proof "
+                      "signed), without the network: %.1f µs for DPoP vs %.1f µs for Bearer (medians of %d interleaved), "
+                      "against the URLSession Bearer call's %.3f ms; the server: %s DPoP requests, %s refused; %d "
+                      "refresh(es)" % (
+                          dpop["dpop_headers_median_us"], dpop["bearer_headers_median_us"], dpop["rounds"],
+                          dpop["bearer_median_ms"], dpop["dpop_resource_requests"], dpop["dpop_proofs_refused"],
+                          dpop["refresh_requests"])])
     else:
         goals.append(["DPoP proofs and resource calls (issue 32)", "–", "NOT MEASURED", "run with --bench-bin"])
     if adapters_only:

@@ -5,15 +5,29 @@ signature, the RFC 7638 thumbprint) is joserfc's, on cryptography's curves: noth
 signature by hand. What this module adds is RFC 9449's rules around it: ``typ``, the allowed
 algorithms, a public key only, ``htm``/``htu``, the ``iat`` window, ``jti`` replay, ``ath`` and the
 server's nonce. Error descriptions are fixed sentences: they never hold a token or a proof.
+
+It verifies as a production verifier would, with nothing left out: the ``jwk`` of a proof is
+imported (and its thumbprint taken) by joserfc once, then kept, keyed by the algorithm and the
+whole ``jwk`` as canonical JSON, so a later proof with the same key is checked against the key
+already imported (every member must be the same; any other ``jwk`` is imported and checked anew);
+the signature is still verified by joserfc for every proof. The ``jti`` replay cache forgets
+entries in the order they expire (a heap), instead of scanning every remembered ``jti`` twice per
+proof. Both were measured (cProfile and CPU time of `Verifier.check`, for Scripts/bench --dpop-only):
+the import and the thumbprint took about 50 of a check's 340 µs, and the scan grew with the proofs
+of the last minute (about 0.1 µs per jti remembered, twice a proof: a fifth of a millisecond after
+a thousand). The ECDSA verification itself, cryptography's, is about half of what is left.
 """
 
 import base64
 import hashlib
+import heapq
 import json
+import math
 import secrets
 import threading
 import time
 import warnings
+from collections import OrderedDict
 from urllib.parse import urlsplit
 
 from joserfc import jws
@@ -31,6 +45,8 @@ IAT_WINDOW = 60
 NONCE_LIFETIME = 300
 # Members of a JWK that only a private key has (EC and OKP: d; RSA: the rest).
 PRIVATE_MEMBERS = ("d", "p", "q", "dp", "dq", "qi", "oth", "k")
+# Public keys imported and kept, as a production verifier keeps them (least recently used out first).
+KEY_CACHE_SIZE = 1024
 _REGISTRY = jws.JWSRegistry(algorithms=ALGORITHMS)
 
 
@@ -65,8 +81,12 @@ class Verifier:
     def __init__(self, clock=time.time):
         self._clock = clock
         self._lock = threading.Lock()
-        # jti -> time after which it may be forgotten (its iat is then outside the window anyway).
+        # jti -> time after which it may be forgotten (its iat is then outside the window anyway),
+        # and the same as a heap of (time, jti), so that pruning looks only at what has expired.
         self._seen = {}
+        self._expiries = []
+        # (alg, canonical jwk JSON) -> (joserfc key, RFC 7638 thumbprint), least recently used first.
+        self._keys = OrderedDict()
         self._nonce = secrets.token_urlsafe(16)
         self._nonce_since = clock()
 
@@ -113,7 +133,7 @@ class Verifier:
             raise ProofError("the DPoP proof has no jwk header")
         if any(member in jwk for member in PRIVATE_MEMBERS):
             raise ProofError("the DPoP proof's jwk is not a public key")
-        key = self._import_key(jwk, alg)
+        key, jkt = self._public_key(jwk, alg)
         try:
             valid = jws.validate_compact(compact, key, registry=_REGISTRY)
         except (JoseError, ValueError, TypeError):
@@ -132,7 +152,7 @@ class Verifier:
         if not isinstance(htu, str) or _origin_and_path(htu) != _origin_and_path(url):
             raise ProofError("the DPoP proof's htu is not this request's URL")
         iat = claims.get("iat")
-        if isinstance(iat, bool) or not isinstance(iat, (int, float)):
+        if isinstance(iat, bool) or not isinstance(iat, (int, float)) or not math.isfinite(iat):
             raise ProofError("the DPoP proof has no numeric iat")
         if abs(self._clock() - iat) > IAT_WINDOW:
             raise ProofError(f"the DPoP proof's iat is more than {IAT_WINDOW} s from the server's clock")
@@ -147,7 +167,7 @@ class Verifier:
             self._prune()
             if jti in self._seen:
                 raise ProofError("the DPoP proof's jti was used before (a replayed proof)")
-        return claims, key.thumbprint()
+        return claims, jkt
 
     def record(self, claims):
         """Remembers the proof's jti: a second use of it is a replay."""
@@ -156,7 +176,9 @@ class Verifier:
             if claims["jti"] in self._seen:
                 raise ProofError("the DPoP proof's jti was used before (a replayed proof)")
             # Kept until its iat is surely outside the window; a replay after that fails on iat.
-            self._seen[claims["jti"]] = max(self._clock(), claims["iat"]) + IAT_WINDOW + 5
+            until = max(self._clock(), claims["iat"]) + IAT_WINDOW + 5
+            self._seen[claims["jti"]] = until
+            heapq.heappush(self._expiries, (until, claims["jti"]))
 
     def replay_cache_size(self):
         with self._lock:
@@ -164,9 +186,39 @@ class Verifier:
             return len(self._seen)
 
     def _prune(self):
+        """Forgets the jtis whose time has passed, earliest first: O(log n) each, nothing else looked at."""
         now = self._clock()
-        for jti in [jti for jti, until in self._seen.items() if until < now]:
-            del self._seen[jti]
+        while self._expiries and self._expiries[0][0] < now:
+            until, jti = heapq.heappop(self._expiries)
+            if self._seen.get(jti) == until:
+                del self._seen[jti]
+
+    def key_cache_size(self):
+        with self._lock:
+            return len(self._keys)
+
+    def _public_key(self, jwk, alg):
+        """(key, thumbprint) of the ``jwk`` header: imported and checked by joserfc the first time
+        this exact jwk comes with this alg, then taken from the cache. The cache key is the whole
+        jwk, every member, so a jwk that differs in anything (an extra ``use``, another ``x``) is
+        a key of its own, imported and checked as before; the checks of `_import_key` (the curve
+        `alg` needs, a valid point) held for every key in the cache when it went in."""
+        try:
+            name = (alg, json.dumps(jwk, sort_keys=True, separators=(",", ":")))
+        except (TypeError, ValueError):
+            raise ProofError("the DPoP proof's jwk is not a valid public key") from None
+        with self._lock:
+            known = self._keys.get(name)
+            if known is not None:
+                self._keys.move_to_end(name)
+                return known
+        key = self._import_key(jwk, alg)
+        known = (key, key.thumbprint())
+        with self._lock:
+            self._keys[name] = known
+            while len(self._keys) > KEY_CACHE_SIZE:
+                self._keys.popitem(last=False)
+        return known
 
     @staticmethod
     def _import_key(jwk, alg):

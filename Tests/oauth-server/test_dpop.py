@@ -263,7 +263,8 @@ class DPoPTests(unittest.TestCase):
         user, key = new_user("iat"), Key("EdDSA")
         form = {"grant_type": "password", "username": user, "password": PASSWORD, "client_id": CLIENT_ID}
         now = int(time.time())
-        for iat in (now - 120, now + 120, "now"):
+        # NaN (json.loads reads it) compares false with everything: it must not slip through the window.
+        for iat in (now - 120, now + 120, "now", float("nan"), float("inf")):
             self.assertRefusedAtToken(call("POST", "/token", form, [("DPoP", key.proof("POST", token_url(), iat=iat))]))
         self.assertEqual(call("POST", "/token", form, [("DPoP", key.proof("POST", token_url(), iat=now - 30))]).status, 200)
 
@@ -299,6 +300,28 @@ class DPoPTests(unittest.TestCase):
         self.assertRefusedAtResource(resource("/api/me", tokens["access_token"], proof=proof), "invalid_dpop_proof")
         proof = key.proof("GET", BASE + "/api/me")  # no ath at all
         self.assertRefusedAtResource(resource("/api/me", tokens["access_token"], proof=proof), "invalid_dpop_proof")
+
+    def test_a_known_key_does_not_stand_for_another_jwk(self):
+        # The server keeps the keys it imported (dpop.Verifier._public_key): a jwk that differs from a
+        # known one in any member is checked as a new key, never answered from what is kept.
+        user, key, tokens = self.bound_login(label="cache")
+        token = tokens["access_token"]
+        self.assertEqual(resource("/api/me", token, key).status, 200)
+        other = Key("ES256")
+        for jwk in (
+            dict(key.jwk, y=other.jwk["y"]),  # the known x, another point: not on the curve
+            dict(key.jwk, x=other.jwk["x"]),
+            other.jwk,  # another key altogether, signed by this one
+            dict(key.jwk, use="enc"),  # the known point, but not a signing key
+            dict(key.jwk, key_ops=["encrypt"]),
+        ):
+            proof = key.proof("GET", BASE + "/api/me", token=token, header={"jwk": jwk})
+            self.assertRefusedAtResource(resource("/api/me", token, proof=proof), "invalid_dpop_proof")
+        # The same point under the same alg with an extra harmless member is the same key (its thumbprint).
+        proof = key.proof("GET", BASE + "/api/me", token=token, header={"jwk": dict(key.jwk, kid="k1")})
+        self.assertEqual(resource("/api/me", token, proof=proof).status, 200)
+        self.assertEqual(resource("/api/me", token, key).status, 200)
+        self.assertEqual(stats(user)["dpop_proofs_refused"], 5)
 
     def test_two_dpop_headers_are_refused(self):
         import http.client
@@ -445,6 +468,44 @@ class DPoPTests(unittest.TestCase):
                 self.assertNotIn(value, str(answer.headers))
 
 
+class VerifierTests(unittest.TestCase):
+    """dpop.Verifier in process, on a clock the test moves: the jti replay cache's expiry order."""
+
+    def setUp(self):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import dpop
+
+        self.dpop = dpop
+        self.now = 1_000_000.0
+        self.verifier = dpop.Verifier(clock=lambda: self.now)
+        self.key = Key("ES256")
+        self.url = "http://127.0.0.1:1/api/me"
+
+    def verify(self, proof):
+        return self.verifier.verify([proof], "GET", self.url)
+
+    def test_replays_are_refused_until_the_iat_window_has_passed(self):
+        early = self.key.proof("GET", self.url, iat=int(self.now) - 50)
+        late = self.key.proof("GET", self.url, iat=int(self.now) + 50)
+        now = self.key.proof("GET", self.url, iat=int(self.now))
+        for proof in (late, now, early):
+            self.assertEqual(self.verify(proof), self.key.thumbprint)
+        self.assertEqual(self.verifier.replay_cache_size(), 3)
+        self.now += 40
+        for proof in (now, late):
+            with self.assertRaisesRegex(self.dpop.ProofError, "replayed"):
+                self.verify(proof)
+        # 66 s after the start: `now` and `early` were kept until start + 65; `late`, until start + 115.
+        self.now += 26
+        self.assertEqual(self.verifier.replay_cache_size(), 1)
+        with self.assertRaisesRegex(self.dpop.ProofError, "replayed"):
+            self.verify(late)  # still remembered (its iat is still inside the window)
+        self.now += 50
+        self.assertEqual(self.verifier.replay_cache_size(), 0)
+        with self.assertRaisesRegex(self.dpop.ProofError, "iat"):
+            self.verify(late)  # forgotten, and refused on its iat, now 66 s old
+
+
 def start_server():
     """server.py on a free port; it prints the port once it listens (no polling)."""
     here = os.path.dirname(os.path.abspath(__file__))
@@ -471,7 +532,7 @@ def main():
     else:
         process, BASE = start_server()
     try:
-        suite = unittest.defaultTestLoader.loadTestsFromTestCase(DPoPTests)
+        suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(case) for case in (DPoPTests, VerifierTests))
         result = unittest.TextTestRunner(verbosity=2 if args.verbose else 1).run(suite)
     finally:
         if process is not None:

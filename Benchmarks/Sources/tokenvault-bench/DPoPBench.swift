@@ -10,10 +10,13 @@ import TokenVaultURLSession
 /// `tokenvault-bench dpop` (issue 32):
 /// - proofs signed per second in process, on one thread (one core), for ES256 and EdDSA: the
 ///   whole `DPoPKey.proof` (claims, `ath`, base64url, signature), for `seconds` each;
-/// - a resource call through the URLSession adapter with a DPoP-bound token (a proof per request,
-///   verified by the test server with joserfc) against the same call with a Bearer token, both
-///   read from the vault each time, interleaved in one process against the test server's `/api/data`.
-/// Beside them, the client's own part of each call: the header fields the adapter sets
+/// - proofs signed per second through the vault, as the agent signs for its clients: each one
+///   `Vault.dpopProof` (the entry read and opened, its key loaded, a proof signed), on one thread;
+/// - a resource call through each adapter, URLSession's and AsyncHTTPClient's, with a DPoP-bound
+///   token (a proof per request, verified by the test server with joserfc) against the same call
+///   with a Bearer token, both read from the vault each time, interleaved in one process against
+///   the test server's `/api/data`.
+/// Beside them, the client's own part of each call: the header fields the adapters set
 /// (`Vault.authorizationHeaders`), made without sending anything.
 /// The Bearer token response comes on stdin; the DPoP-bound one is got here (password grant for
 /// `--dpop-user`, with a proof). Both live an hour: no refresh happens.
@@ -70,9 +73,38 @@ enum DPoPBench {
         result["bearer_headers_median_us"] = percentile(making[0].sorted(), 0.5) ?? 0
         result["dpop_headers_median_us"] = percentile(making[1].sorted(), 0.5) ?? 0
 
-        let session = URLSession(configuration: .ephemeral)
-        let authorizers = [TokenAuthorizer(vault: vault, key: bearerKey), TokenAuthorizer(vault: vault, key: boundKey)]
+        // Proofs through the vault, as the agent makes them for its clients (Vault.dpopProof):
+        // every one reads the entry and loads its key before it signs.
+        do {
+            var count = 0
+            let cpuBefore = processCPUSeconds()
+            let start = monotonicNanoseconds()
+            let end = start + UInt64(seconds * 1e9)
+            while monotonicNanoseconds() < end {
+                for _ in 0..<20 {
+                    _ = try await vault.dpopProof(for: boundKey, method: "GET", url: url, accessToken: dpopToken.accessToken)
+                }
+                count += 20
+            }
+            result["vault_proofs_per_second"] = Double(count) / (Double(monotonicNanoseconds() - start) / 1e9)
+            result["vault_proofs_per_cpu_second"] = Double(count) / (processCPUSeconds() - cpuBefore)
+        }
 
+        let authorizers = [TokenAuthorizer(vault: vault, key: bearerKey), TokenAuthorizer(vault: vault, key: boundKey)]
+        let session = URLSession(configuration: .ephemeral)
+        try await interleaved(into: &result, prefix: "", rounds: rounds, warmup: warmup) { variant in
+            let (_, response) = try await session.data(for: URLRequest(url: url), authorizedBy: authorizers[variant])
+            return (response as? HTTPURLResponse)?.statusCode ?? 0
+        }
+        return result
+    }
+
+    /// `rounds` calls with the Bearer entry (variant 0) and with the DPoP-bound one (variant 1),
+    /// interleaved (the order turns each round, so that neither always meets a warmer connection)
+    /// after `warmup` rounds: each one's median wall time and CPU per call, under `prefix`.
+    private static func interleaved(
+        into result: inout [String: Any], prefix: String, rounds: Int, warmup: Int, _ call: (Int) async throws -> Int
+    ) async throws {
         var latencies: [[UInt64]] = [[], []]
         var cpu = [0.0, 0.0]
         for round in 0..<(warmup + rounds) {
@@ -80,22 +112,21 @@ enum DPoPBench {
                 let variant = (slot + round) % 2
                 let before = processCPUSeconds()
                 let start = monotonicNanoseconds()
-                let (_, response) = try await session.data(for: URLRequest(url: url), authorizedBy: authorizers[variant])
-                guard (response as? HTTPURLResponse)?.statusCode == 200 else {
-                    throw Authorized.BenchFailure("\(variant == 0 ? "Bearer" : "DPoP") request: not 200")
-                }
+                let status = try await call(variant)
                 let elapsed = monotonicNanoseconds() - start
                 let used = processCPUSeconds() - before
+                guard status == 200 else {
+                    throw Authorized.BenchFailure("\(prefix.isEmpty ? "URLSession" : "AsyncHTTPClient") \(variant == 0 ? "Bearer" : "DPoP") request: \(status), not 200")
+                }
                 guard round >= warmup else { continue }
                 latencies[variant].append(elapsed)
                 cpu[variant] += used
             }
         }
         let medians = latencies.map { (percentile($0.sorted(), 0.5) ?? 0) / 1000 }
-        result["bearer_median_ms"] = medians[0]
-        result["dpop_median_ms"] = medians[1]
-        result["bearer_cpu_ms_per_request"] = cpu[0] * 1000 / Double(rounds)
-        result["dpop_cpu_ms_per_request"] = cpu[1] * 1000 / Double(rounds)
-        return result
+        result[prefix + "bearer_median_ms"] = medians[0]
+        result[prefix + "dpop_median_ms"] = medians[1]
+        result[prefix + "bearer_cpu_ms_per_request"] = cpu[0] * 1000 / Double(rounds)
+        result[prefix + "dpop_cpu_ms_per_request"] = cpu[1] * 1000 / Double(rounds)
     }
 }

@@ -25,10 +25,13 @@ struct StoredDPoPKey: Codable, Sendable {
             throw VaultError(.integrityFailure, "The entry's DPoP key is not a \(algorithm) private key.")
         }
         defer { bytes.withUnsafeMutableBytes { Sodium.wipe($0) } }
-        let key = try DPoPKey(algorithm: algorithm, privateKey: SecretBytes(copying: bytes), publicJWK: jwk)
-        guard key.thumbprint == jkt else {
-            throw VaultError(.integrityFailure, "The entry's DPoP key does not match its stored thumbprint.")
+        // The key this process loaded from the same fields before, if any (it is ready to sign).
+        return try DPoPKeyCache.key(thumbprint: jkt, algorithm: algorithm, publicJWK: jwk, privateKey: bytes) {
+            let key = try DPoPKey(algorithm: algorithm, privateKey: SecretBytes(copying: bytes), publicJWK: jwk)
+            guard key.thumbprint == jkt else {
+                throw VaultError(.integrityFailure, "The entry's DPoP key does not match its stored thumbprint.")
+            }
+            return key
         }
-        return key
     }
 }

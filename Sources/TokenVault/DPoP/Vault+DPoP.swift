@@ -103,6 +103,7 @@ extension Vault {
             accessToken: entry.token.accessToken, tokenType: entry.token.tokenType, refreshToken: entry.token.refreshToken,
             scope: entry.token.scope, issuedAt: entry.token.issuedAt, expiresAt: Date(timeIntervalSince1970: 0))
         try await store.save(entry.storedForm(), for: key, contentType: .json)
+        DPoPKeyCache.forget(oldKey.thumbprint)
         logger.notice("rotated the DPoP key; the entry needs a new login", metadata: ["key": "\(key)"])
         return newKey.thumbprint
     }

@@ -60,10 +60,12 @@ extension Vault {
                     throw VaultError(error.code, "\(error.message) The entry \(key) was kept.", underlying: error.underlying)
                 }
                 try await store.delete(key)
+                if let dpop = entry.dpop { DPoPKeyCache.forget(dpop.thumbprint) }
                 logger.debug("forgot an entry whose tokens could not be revoked", metadata: ["key": "\(key)"])
                 return LogoutResult(revokedRefreshToken: refreshRevoked, revokedAccessToken: accessRevoked, revocationFailure: error)
             }
             try await store.delete(key)
+            if let dpop = entry.dpop { DPoPKeyCache.forget(dpop.thumbprint) }
             logger.debug("logged out", metadata: ["key": "\(key)"])
             return LogoutResult(revokedRefreshToken: refreshRevoked, revokedAccessToken: accessRevoked, revocationFailure: nil)
         }

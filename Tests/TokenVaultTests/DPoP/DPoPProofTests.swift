@@ -135,6 +135,49 @@ import TokenVaultDPoP
         #expect(error?.message.contains("rotated") == true)
     }
 
+    /// Reads of one entry share the key loaded the first time (its secure memory and its signer's
+    /// form: DPoPKeyCache); an entry whose private key is not the kept one's, even under the same
+    /// public key and thumbprint, is loaded from its own bytes; a rotation and a logout forget the
+    /// key; no more than the cache's capacity is kept.
+    @Test func readsOfAnEntryShareItsLoadedKeyAndNoOtherEntryGetsIt() async throws {
+        let vault = Vault(store: MemoryStore())
+        let entryKey = try CredentialKey(service: "dpop", account: "kept")
+        let key = try DPoPKey.generate()
+        let token = OAuthToken(accessToken: "tvx.bound", tokenType: "DPoP", refreshToken: "tvx.refresh", expiresAt: Date().addingTimeInterval(600))
+        try await vault.saveToken(token, for: entryKey, registration: nil, dpopKey: key)
+        let first = try #require(try await vault.storedEntry(for: entryKey)?.dpop)
+        let second = try #require(try await vault.storedEntry(for: entryKey)?.dpop)
+        #expect(first.privateKey === second.privateKey, "the second read loaded the key again")
+        #expect(first.privateKey == key.privateKey)
+        #expect(DPoPKeyCache.holds(key.thumbprint))
+
+        // The same public key and thumbprint with another private key (a hand-made entry): its own bytes.
+        let other = try DPoPKey.generate()
+        var forged = StoredDPoPKey(key)
+        forged.d = other.privateKey.withUnsafeBytes { Base64URL.encode($0) }
+        let loaded = try forged.key()
+        #expect(loaded.privateKey !== first.privateKey)
+        #expect(loaded.privateKey == other.privateKey)
+        // ... and a stored thumbprint that is not its public key's is refused as before.
+        var mismatched = StoredDPoPKey(key)
+        mismatched.jkt = other.thumbprint
+        #expect(throws: VaultError.self) { try mismatched.key() }
+        // The entry itself still reads as its own key.
+        #expect(try #require(try await vault.storedEntry(for: entryKey)?.dpop).privateKey == key.privateKey)
+
+        try await vault.rotateDPoPKey(for: entryKey)
+        #expect(!DPoPKeyCache.holds(key.thumbprint), "a rotated key stays in memory")
+        let rotated = try #require(try await vault.storedEntry(for: entryKey)?.dpop)
+        #expect(DPoPKeyCache.holds(rotated.thumbprint))
+        _ = try await vault.logout(entryKey, forgetAnyway: true)
+        #expect(!DPoPKeyCache.holds(rotated.thumbprint), "a logged-out key stays in memory")
+
+        let many = try (0...DPoPKeyCache.capacity).map { _ in try StoredDPoPKey(DPoPKey.generate()) }
+        for stored in many { _ = try stored.key() }
+        #expect(!DPoPKeyCache.holds(many[0].jkt), "more keys kept than the cache's capacity")
+        #expect(DPoPKeyCache.holds(many[DPoPKeyCache.capacity].jkt))
+    }
+
     /// A Bearer entry has no key to rotate: refused, and the entry (a working token) is unchanged.
     @Test func rotatingABearerEntryChangesNothing() async throws {
         let vault = Vault(store: MemoryStore())
