@@ -8,7 +8,8 @@ public import TokenVault
 /// No input crashes, hangs or allocates past the announced length's bound: a length above
 /// ``AgentProtocol/maximumBodyLength`` is refused before any body is read, and bad bytes only
 /// throw ``AgentProtocol/DecodingError``. A message that decodes survives being encoded again,
-/// and its description does not depend on its access token.
+/// and its description does not depend on its access token (nor, for a `store` request, on the
+/// entry it carries, whose secrets go only to the agent).
 public enum AgentProtocolProperty: Sendable {
     public enum Outcome: Sendable, Equatable {
         /// The header was refused (too short a body, or too long).
@@ -38,6 +39,14 @@ public enum AgentProtocolProperty: Sendable {
             request = true
             let again = try reencoded(decoded.encoded()) { try AgentRequest(body: $0) }
             guard again == decoded else { throw PropertyViolation("a request did not survive encoding") }
+            if case .store(let store) = decoded {
+                var other = try AgentStoreRequest(
+                    key: try store.key(), keepingRegistration: OAuthToken(accessToken: "other-fuzz-token"), vault: store.vault)
+                other.registration = store.registration
+                guard store.description == other.description, String(reflecting: store) == String(reflecting: other) else {
+                    throw PropertyViolation("a store request's description shows its entry")
+                }
+            }
         }
         if let decoded = try? AgentResponse(body: frame) {
             response = true
@@ -89,6 +98,17 @@ public enum AgentProtocolProperty: Sendable {
                 token: AgentToken(accessToken: "fuzz-access", tokenType: "DPoP", expiresAt: nil, scope: nil, fresh: true),
                 dpopProof: "eyJ0.eyJ0.c2ln")).encoded()),
             ("done-response", AgentResponse.done.encoded()),
+            ("store-request", AgentRequest.store(try AgentStoreRequest(
+                key: key, keepingRegistration: OAuthToken(
+                    accessToken: "fuzz-access", refreshToken: "fuzz-refresh", issuedAt: Date(timeIntervalSince1970: 1_700_000_000),
+                    expiresAt: Date(timeIntervalSince1970: 1_700_003_600)),
+                vault: "auto /tmp/v")).encoded()),
+            ("store-replace-request", AgentRequest.store(try AgentStoreRequest(
+                key: key, token: OAuthToken(accessToken: "fuzz-access", issuedAt: Date(timeIntervalSince1970: 1_700_000_000)),
+                registration: try ClientRegistration(tokenEndpoint: URL(string: "https://auth.example.com/token")!, clientID: "fuzz-client"),
+                vault: "auto /tmp/v")).encoded()),
+            ("delete-request", AgentRequest.delete(AgentDeleteRequest(key: key, vault: "auto /tmp/v")).encoded()),
+            ("write-response", AgentResponse.written(AgentWriteResult(backend: "file", existed: true)).encoded()),
             ("failure-response", AgentResponse.failure(code: "not-found", message: "No token.").encoded()),
             ("other-version", AgentResponse.done.encoded(version: 2)),
         ]

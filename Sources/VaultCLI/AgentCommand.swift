@@ -25,9 +25,11 @@ extension VaultCommand {
                 Over the socket a client gets the access token, its type, expiry and scope, never \
                 the refresh token, the client secret or the key. An entry with a client \
                 registration is refreshed once --refresh-at of its lifetime has passed, through the \
-                same single flight as every other process. Writes (set, delete, login) go to the \
-                vault directly; the agent reads every answer from the vault, so it never serves a \
-                token the vault no longer holds.
+                same single flight as every other process. Writes (set, delete, and login's store \
+                step) go through the agent too when it answers, and directly otherwise, with the \
+                same result and messages; only the agent's own user may write through it. The \
+                agent reads every answer from the vault, so it never serves a token the vault no \
+                longer holds.
 
                 A system agent, run as a service account that owns the vault, also serves the users \
                 and groups its --policy file names, each only the access tokens of the entries \
@@ -257,6 +259,32 @@ enum AgentCLI {
             if unavailable.isNoteworthy { try Output.note("vault: \(unavailable.reason); going direct.") }
             return nil
         }
+    }
+
+    /// A write through the agent (`vault set`, `delete`, `login`): its answer, or nil to write
+    /// directly, as without an agent. `request` is made for the vault identity the agent must
+    /// serve. A noteworthy reason (an agent that does not take writes, a failed write there) is
+    /// said on stderr; "no agent runs" is not. The agent's refusal (another user's system agent)
+    /// is thrown.
+    static func write(global: GlobalOptions, _ request: (_ vault: String) throws -> AgentRequest) throws -> AgentWriteResult? {
+        guard let (client, vault) = client(for: global) else { return nil }
+        do {
+            switch try request(vault) {
+            case .store(let store): return try client.store(store)
+            case .delete(let delete): return try client.delete(try delete.key(), vault: delete.vault)
+            default: return nil
+            }
+        } catch let unavailable as AgentClient.Unavailable {
+            if unavailable.isNoteworthy { try Output.note("vault: \(unavailable.reason); going direct.") }
+            return nil
+        }
+    }
+
+    /// Whether an agent of this user holds `global`'s vault open, so that a write can go through
+    /// it with no key here (`vault login` then asks no passphrase).
+    static func holdsVaultOpen(global: GlobalOptions) -> Bool {
+        guard let (client, vault) = client(for: global) else { return false }
+        return client.holdsOpen(vault: vault)
     }
 
     static func requireAgent() throws -> AgentClient {

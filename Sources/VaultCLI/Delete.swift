@@ -17,6 +17,13 @@ extension VaultCommand {
 
         func run() async throws {
             let key = try entry.key()
+            // Through the agent when it answers (it waits for its refresh of the entry in flight,
+            // so that nothing writes the entry back); else directly, as without it.
+            if let deleted = try AgentCLI.write(global: global, { .delete(AgentDeleteRequest(key: key, vault: $0)) }) {
+                guard deleted.existed == true else { throw VaultError.nothingStored("entry", for: key) }
+                try Output.note("Deleted \(key).")
+                return
+            }
             let vault: Vault
             switch try await global.openExistingVault() {
             case .opened(let opened, _): vault = opened

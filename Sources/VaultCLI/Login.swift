@@ -272,8 +272,10 @@ extension VaultCommand {
                 return
             }
             // Open (or create) the vault first: a passphrase is asked before the login, and a vault
-            // that cannot be opened fails before the user approves anything.
-            let vault = try await global.openVault()
+            // that cannot be opened fails before the user approves anything. An agent of this
+            // user that holds the vault open stores the token instead (no passphrase here).
+            let throughAgent = AgentCLI.holdsVaultOpen(global: global)
+            let openedVault = throughAgent ? nil : try await global.openVault()
             if dpop {
                 // A new key for a new grant: made here, sealed with the token, never shown.
                 guard
@@ -310,13 +312,26 @@ extension VaultCommand {
             }
             // OpenID Connect: the ID token is checked before anything is saved (issue 31 point 6).
             token = try await LoginIDToken.verify(token, registration: registration, nonce: codeLogin?.nonce, client: client)
-            try await vault.saveToken(token, for: key, registration: registration, dpopKey: client.dpopKey)
+            let backend: String
+            if throughAgent,
+                let written = try AgentCLI.write(
+                    global: global,
+                    { .store(try AgentStoreRequest(key: key, token: token, registration: registration, dpopKey: client.dpopKey, vault: $0)) })
+            {
+                backend = written.backend
+            } else {
+                // Directly, as without an agent (also when the agent stopped answering meanwhile).
+                let vault: Vault
+                if let openedVault { vault = openedVault } else { vault = try await global.openVault() }
+                try await vault.saveToken(token, for: key, registration: registration, dpopKey: client.dpopKey)
+                backend = "\(vault.selection.backend)"
+            }
             if let dpopKey = client.dpopKey, token.tokenType.caseInsensitiveCompare("DPoP") != .orderedSame {
                 try Output.note(
                     "The server answered with a \(token.tokenType) token, not a DPoP-bound one: it did not bind the grant to the key (jkt \(dpopKey.thumbprint)).")
             }
             let expiry = token.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no known expiry"
-            try Output.note("Logged in; saved the token for \(key) (\(expiry)) in the \(vault.selection.backend) backend.")
+            try Output.note("Logged in; saved the token for \(key) (\(expiry)) in the \(backend) backend.")
         }
     }
 }

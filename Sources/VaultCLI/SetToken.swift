@@ -70,14 +70,24 @@ extension VaultCommand {
             let input = try readInput()
             let token = try Self.token(from: input, expiresIn: expiresIn)
             let registration = try await refresh.registration(client: try http.client())
+            let replaces = registration != nil || forgetRegistration
+            let expiry = token.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no known expiry"
+            // Through the agent when it answers (a passphrase vault it holds open needs no
+            // Argon2id here), the same write it would be directly; else directly, as without it.
+            if let written = try AgentCLI.write(global: global, { vault in
+                if replaces { return .store(try AgentStoreRequest(key: key, token: token, registration: registration, vault: vault)) }
+                return .store(try AgentStoreRequest(key: key, keepingRegistration: token, vault: vault))
+            }) {
+                try Output.note("Saved the token for \(key) (\(expiry)) in the \(written.backend) backend.")
+                return
+            }
             let vault = try await global.openVault()
-            if registration != nil || forgetRegistration {
+            if replaces {
                 try await vault.saveToken(token, for: key, registration: registration)
             } else {
                 // No client named: the entry keeps the one it has, if any.
                 try await vault.saveToken(token, for: key)
             }
-            let expiry = token.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no known expiry"
             try Output.note("Saved the token for \(key) (\(expiry)) in the \(vault.selection.backend) backend.")
         }
 

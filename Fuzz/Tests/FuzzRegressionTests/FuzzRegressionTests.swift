@@ -149,6 +149,14 @@ import TokenVaultMigration
         try await Self.replay("FuzzAgentProtocol", expected: expected) { try AgentProtocolProperty.check($0) }
     }
 
+    /// Every seed, the write requests and their answer included, decodes as what it is.
+    @Test func agentProtocolSeedsDecodeAsTheirKind() throws {
+        for (name, bytes) in try AgentProtocolProperty.seeds() where name != "other-version" {
+            let outcome = try AgentProtocolProperty.check(bytes)
+            #expect(outcome == .decoded(request: name.hasSuffix("-request"), response: name.hasSuffix("-response")), "\(name)")
+        }
+    }
+
     @Test func agentProtocolSeedsAreTheCommittedOnes() throws {
         for (name, bytes) in try AgentProtocolProperty.seeds() where ["token-request", "unlock-request", "token-response"].contains(name) {
             #expect(try Self.fixture("FuzzAgentProtocol", "seed-\(name)") == bytes, "seed-\(name)")

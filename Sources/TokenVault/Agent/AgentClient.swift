@@ -127,6 +127,55 @@ public struct AgentClient: Sendable {
         }
     }
 
+    /// Saves a token entry through the agent, as the direct path would have (`vault set`, the
+    /// store step of `vault login`). The answer names the backend; it never holds a token.
+    /// - Throws: ``Unavailable`` (go direct: no agent, another vault, a locked agent, an agent
+    ///   that does not take writes, a write that failed there, which the direct path then makes
+    ///   or reports in its own words), or `permissionDenied` when the agent runs as another user
+    ///   (a system agent's policy grants reads only).
+    public func store(_ request: AgentStoreRequest) throws -> AgentWriteResult {
+        try write(.store(request))
+    }
+
+    /// Removes the entry under `key` through the agent, as `vault delete` would directly.
+    /// ``AgentWriteResult/existed`` says whether there was one.
+    /// - Throws: as ``store(_:)``.
+    public func delete(_ key: CredentialKey, vault: String) throws -> AgentWriteResult {
+        try write(.delete(AgentDeleteRequest(key: key, vault: vault)))
+    }
+
+    /// A write's answer, or why the caller goes direct. Only a refusal is final: any failure the
+    /// agent met while writing leaves the write to the direct path, whose own answer (the same
+    /// write again, or its error) is the one the caller reports.
+    private func write(_ request: AgentRequest) throws -> AgentWriteResult {
+        let response = try send(request)
+        switch response {
+        case .written(let result): return result
+        case .failure(let code, let message):
+            if code == AgentResponse.unsupportedRequest
+                || (code == VaultError.Code.invalidInput.description && message.contains("unknown message kind"))
+            {
+                // An agent built before writes went through it answers `invalid-input`.
+                throw Unavailable("the agent does not take writes (an earlier vault agent)", noteworthy: true)
+            }
+            if let error = response.error, error.code == .permissionDenied { throw error }
+            throw Unavailable(
+                "the agent did not make this write (\(code): \(message))", noteworthy: code != AgentResponse.notThisVault && code != "locked")
+        default:
+            throw Unavailable("the agent answered a write with another kind of message", noteworthy: true)
+        }
+    }
+
+    /// Whether the agent runs as this user and holds `vault` open (unlocked), so that a write
+    /// through it needs no key here: `vault login` asks before it starts, and then opens no vault
+    /// (no passphrase) unless the agent's answer sends it direct after all.
+    public func holdsOpen(vault: String) -> Bool {
+        guard let connection = try? Connection(socketPath: socketPath), connection.peerUID == SystemCall.effectiveUserID,
+            case .status(let status) = try? connection.send(.status, deadline: deadline)
+        else { return false }
+        return status.unlocked && status.vault == vault
+    }
+
     /// The agent's status.
     public func status() throws(Unavailable) -> AgentStatus {
         switch try send(.status) {
@@ -199,6 +248,11 @@ public struct AgentClient: Sendable {
             let start = SystemCall.monotonicMilliseconds
             var bytes = request.encoded()
             defer { bytes.wipe() }
+            // The agent refuses a larger frame before reading it; such a request (a store of a
+            // token entry of some tens of kilobytes) goes direct instead.
+            guard bytes.count <= AgentProtocol.headerLength + AgentProtocol.maximumBodyLength else {
+                throw Unavailable("the request is larger than the \(AgentProtocol.maximumBodyLength) bytes the agent protocol carries")
+            }
             do {
                 try FrameIO.write(fd, bytes, deadlineMilliseconds: milliseconds)
             } catch {

@@ -14,12 +14,19 @@ public import Foundation
 /// ```
 ///
 /// `length` counts the bytes after it, at least 2 and at most ``maximumBodyLength``; a larger
-/// length is refused before any of the body is read. The payload is compact JSON for every kind
-/// but `unlock`, whose payload is the passphrase's bytes. See <doc:Agent> for every kind.
+/// length is refused before any of the body is read (the client does not send one either). The
+/// payload is compact JSON for every kind but `unlock`, whose payload is the passphrase's bytes.
+/// See <doc:Agent> for every kind.
 ///
 /// A peer that receives a frame whose version is not ``version`` answers (if it is the agent)
 /// with a `failure` frame of its own version, code `unsupported-version`, and closes; a client
 /// that receives one says so and goes direct.
+///
+/// Kinds are added within a version, never changed: an agent that does not know a request's kind
+/// answers a `failure` with code ``AgentResponse/unsupportedRequest`` (an agent built before
+/// the writes, `store` and `delete`, answers `invalid-input`, "unknown message kind"), and the
+/// client goes direct. So a new client works with an older agent of the same version, and an
+/// older client with a newer agent.
 public enum AgentProtocol: Sendable {
     /// The version this build speaks.
     public static let version: UInt8 = 1
@@ -37,10 +44,16 @@ public enum AgentProtocol: Sendable {
         case lockRequest = 0x04
         /// A DPoP proof for one request, with the token it goes with (issue 32).
         case proofRequest = 0x05
+        /// Save a token entry (`vault set`, the store step of `vault login`); the agent's own uid only.
+        case storeRequest = 0x06
+        /// Remove an entry (`vault delete`); the agent's own uid only.
+        case deleteRequest = 0x07
         case tokenResponse = 0x81
         case statusResponse = 0x82
         case done = 0x83
         case proofResponse = 0x85
+        /// A write done (the answer to `store` and `delete`).
+        case writeResponse = 0x86
         case failure = 0xFF
     }
 
@@ -50,10 +63,14 @@ public enum AgentProtocol: Sendable {
         public let peerVersion: UInt8?
         /// What is wrong, for a person; never holds the bytes.
         public let reason: String
+        /// The kind byte names no kind this build knows (a later build's request, say): the agent
+        /// answers ``AgentResponse/unsupportedRequest``.
+        public let isUnknownKind: Bool
 
-        init(_ reason: String, peerVersion: UInt8? = nil) {
+        init(_ reason: String, peerVersion: UInt8? = nil, unknownKind: Bool = false) {
             self.reason = reason
             self.peerVersion = peerVersion
+            self.isUnknownKind = unknownKind
         }
 
         public var description: String { reason }
@@ -96,7 +113,7 @@ public enum AgentProtocol: Sendable {
                 "the other side speaks agent protocol version \(bytes[0]); this one speaks \(version)", peerVersion: bytes[0])
         }
         guard let kind = Kind(rawValue: bytes[1]) else {
-            throw DecodingError("unknown message kind \(bytes[1])")
+            throw DecodingError("unknown message kind \(bytes[1])", unknownKind: true)
         }
         return (kind, bytes[2...])
     }
@@ -107,6 +124,13 @@ public enum AgentProtocol: Sendable {
         } catch {
             throw DecodingError("the payload is not the JSON this message kind carries")
         }
+    }
+
+    /// `value` as compact JSON, handed to `body`; the bytes are wiped after (a payload with secrets).
+    static func withJSON<Result>(_ value: some Encodable, _ body: ([UInt8]) -> Result) -> Result {
+        var bytes = json(value)
+        defer { bytes.wipe() }
+        return body(bytes)
     }
 
     static func json(_ value: some Encodable) -> [UInt8] {
@@ -147,6 +171,11 @@ public enum AgentRequest: Sendable, Equatable {
     /// The access token under a key with a DPoP proof the agent signs for one request: the
     /// client never sees the DPoP key.
     case proof(AgentProofRequest)
+    /// Save a token entry, as `vault set` or `vault login` would directly. Only the agent's own
+    /// uid may write; the answer is ``AgentResponse/written(_:)``, which holds no secret.
+    case store(AgentStoreRequest)
+    /// Remove an entry, as `vault delete` would directly (the agent's own uid only).
+    case delete(AgentDeleteRequest)
 
     /// The frame for this request.
     public func encoded() -> [UInt8] {
@@ -157,6 +186,10 @@ public enum AgentRequest: Sendable, Equatable {
             passphrase.withUnsafeBytes { AgentProtocol.frame(kind: .unlockRequest, payload: Array($0)) }
         case .lock: AgentProtocol.frame(kind: .lockRequest, payload: [])
         case .proof(let request): AgentProtocol.frame(kind: .proofRequest, payload: AgentProtocol.json(request))
+        case .store(let request):
+            // The payload holds the entry's secrets: the intermediate bytes are wiped.
+            AgentProtocol.withJSON(request) { AgentProtocol.frame(kind: .storeRequest, payload: $0) }
+        case .delete(let request): AgentProtocol.frame(kind: .deleteRequest, payload: AgentProtocol.json(request))
         }
     }
 
@@ -183,6 +216,25 @@ public enum AgentRequest: Sendable, Equatable {
                 throw AgentProtocol.DecodingError("a proof request names a method and an http(s) URL")
             }
             self = .proof(request)
+        case .storeRequest:
+            let request = try AgentProtocol.json(AgentStoreRequest.self, payload)
+            guard (try? request.key()) != nil else { throw AgentProtocol.DecodingError("the request names no valid entry") }
+            // The entry must be one `vault set` or `vault login` writes: a token (with, to
+            // replace the whole entry, a registration and a DPoP key), never a refresh verdict or
+            // a refresh journal, which only the refresh path writes.
+            guard let entry = try? request.storedEntry() else {
+                throw AgentProtocol.DecodingError("the entry to store is not a TokenVault token entry")
+            }
+            guard entry.rejection == nil, entry.presenting == nil,
+                request.registration == .replace || (entry.refresh == nil && entry.dpop == nil)
+            else {
+                throw AgentProtocol.DecodingError("the entry to store holds more than a write of `vault set` or `vault login` does")
+            }
+            self = .store(request)
+        case .deleteRequest:
+            let request = try AgentProtocol.json(AgentDeleteRequest.self, payload)
+            guard (try? request.key()) != nil else { throw AgentProtocol.DecodingError("the request names no valid entry") }
+            self = .delete(request)
         case .statusRequest, .lockRequest:
             guard payload.isEmpty else { throw AgentProtocol.DecodingError("this message kind carries no payload") }
             self = kind == .statusRequest ? .status : .lock
@@ -348,12 +400,17 @@ public enum AgentResponse: Sendable, Equatable {
     case authorization(AgentAuthorization)
     /// `unlock` or `lock` done.
     case done
+    /// A `store` or `delete` done: where, and (for `delete`) whether there was an entry.
+    case written(AgentWriteResult)
     /// The request failed: `code` is a ``VaultError/Code-swift.struct`` name (or `not-this-vault`),
     /// `message` a message that holds no secret.
     case failure(code: String, message: String)
 
     /// The code of a failure that means "this agent serves another vault".
     public static let notThisVault = "not-this-vault"
+    /// The code of a failure that means "this agent does not know that request's kind" (a client
+    /// of a later build): the client goes direct.
+    public static let unsupportedRequest = "unsupported-request"
 
     struct Failure: Codable {
         var code: String
@@ -367,6 +424,7 @@ public enum AgentResponse: Sendable, Equatable {
         case .token(let token): AgentProtocol.frame(kind: .tokenResponse, payload: AgentProtocol.json(token), version: version)
         case .status(let status): AgentProtocol.frame(kind: .statusResponse, payload: AgentProtocol.json(status), version: version)
         case .done: AgentProtocol.frame(kind: .done, payload: [], version: version)
+        case .written(let result): AgentProtocol.frame(kind: .writeResponse, payload: AgentProtocol.json(result), version: version)
         case .authorization(let authorization):
             AgentProtocol.frame(kind: .proofResponse, payload: AgentProtocol.json(authorization), version: version)
         case .failure(let code, let message):
@@ -395,6 +453,8 @@ public enum AgentResponse: Sendable, Equatable {
         case .done:
             guard payload.isEmpty else { throw AgentProtocol.DecodingError("this message kind carries no payload") }
             self = .done
+        case .writeResponse:
+            self = .written(try AgentProtocol.json(AgentWriteResult.self, payload))
         case .failure:
             let failure = try AgentProtocol.json(Failure.self, payload)
             self = .failure(code: failure.code, message: failure.message)
@@ -429,11 +489,12 @@ extension AgentProtocol {
 }
 
 extension AgentRequest {
-    /// Whether the agent may go to the token endpoint before it answers.
+    /// Whether the agent may wait on the token endpoint before it answers: its own refresh, or
+    /// (a write) the entry's refresh lock, which a refresh in flight holds.
     var mayRefresh: Bool {
         switch self {
         case .token(let request): request.fresh
-        case .proof: true
+        case .proof, .store, .delete: true
         case .status, .unlock, .lock: false
         }
     }

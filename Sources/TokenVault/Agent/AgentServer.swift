@@ -26,6 +26,10 @@ internal import Synchronization
 ///   notices another process's write (the file vault: inotify or a `stat` of the file on every
 ///   read; the Secret Service: a read over D-Bus). So a direct `vault set`, `delete` or `login` is
 ///   what the next request sees.
+/// - It writes for its own uid (`store`, `delete`: `vault set`, `delete` and `login` with an agent
+///   running) with the same library calls as the direct path, under the entry's refresh lock, and
+///   plans the entry's refresh ahead from what it wrote at once. Another uid's write is refused:
+///   a policy grants reads of access tokens only.
 /// - It refreshes ahead: an entry with a client registration is refreshed once
 ///   ``Options/refreshAt`` of its lifetime has passed, through the vault's single flight (one
 ///   refresh across the agent and every other process), with backoff when the endpoint fails and
@@ -73,6 +77,9 @@ package final class AgentServer: Sendable {
         /// The policy in force: ``Options/policy`` until ``reloadPolicy(from:)`` replaces it.
         var policy: AgentPolicy?
         var plans: [CredentialKey: Plan] = [:]
+        /// The entries written through the agent while a scan of the refresh-ahead loop runs (nil:
+        /// no scan runs): their plans are the writes', not the scan's older reading.
+        var writtenDuringScan: Set<CredentialKey>?
         var stopping = false
         var listener: Int32 = -1
         /// The listener came from the service manager (socket activation).
@@ -316,6 +323,13 @@ package final class AgentServer: Sendable {
             } catch {
                 if let version = error.peerVersion {
                     refuse(fd, .unsupportedVersion, "This agent speaks protocol version \(AgentProtocol.version), not \(version).")
+                } else if error.isUnknownKind {
+                    // A later client's request: it goes direct, as with an agent of another version.
+                    log("vault agent: refused a request of a kind this agent does not know (\(error.reason))")
+                    let refusal = AgentResponse.failure(
+                        code: AgentResponse.unsupportedRequest,
+                        message: "This agent does not know that request (\(error.reason)); the client goes direct.")
+                    try? FrameIO.write(fd, refusal.encoded(), deadlineMilliseconds: 200)
                 } else {
                     refuse(fd, .invalidInput, "The request is malformed: \(error.reason).")
                 }
@@ -378,11 +392,26 @@ package final class AgentServer: Sendable {
                 (try? CredentialKey(service: entry.service, account: entry.account)).map { !grants.allow($0) } ?? true
             }
             return .status(status)
+        case .store(let store):
+            return refusedWrite("store", (try? store.key()).map { "\($0)" }, peer: peer)
+        case .delete(let delete):
+            return refusedWrite("delete", (try? delete.key()).map { "\($0)" }, peer: peer)
         case .unlock:
             return refusal("unlock the agent")
         case .lock:
             return refusal("lock the agent")
         }
+    }
+
+    /// A write from another uid: a policy grants reads of access tokens only, so the vault is
+    /// written by the agent's own user alone. Logged by uid, pid and entry name, never a token.
+    private func refusedWrite(_ verb: String, _ entry: String?, peer: SystemCall.PeerCredentials) -> AgentResponse {
+        let what = entry ?? "that entry"
+        log("vault agent: refused uid \(peer.uid) (pid \(peer.pid)) a write (\(verb) \(what)): only uid \(options.uid) writes through this agent")
+        return .failure(
+            code: VaultError.Code.permissionDenied.description,
+            message:
+                "The agent does not let uid \(peer.uid) \(verb) \(what): its policy grants other users the access tokens of some entries, never writes; only uid \(options.uid), the vault's owner, writes to this vault.")
     }
 
     /// Runs ``answer(_:)`` from a connection's thread, which waits for it (the cooperative pool's
@@ -430,6 +459,24 @@ package final class AgentServer: Sendable {
                 let proof = try await vault.dpopProof(
                     for: try request.token.key(), method: request.method, url: url, accessToken: token.accessToken, nonce: request.nonce)
                 return .authorization(AgentAuthorization(token: token, dpopProof: proof))
+            case .store(let request):
+                guard request.vault == identity else {
+                    return .failure(code: AgentResponse.notThisVault, message: "This agent serves \(identity), not \(request.vault).")
+                }
+                state.withLock { $0.lastUse = SystemCall.monotonicMilliseconds }
+                guard let vault = try await openVault() else {
+                    return .failure(code: VaultError.Code.locked.description, message: "The agent's vault is locked; vault unlock unlocks it.")
+                }
+                return .written(try await store(request, in: vault))
+            case .delete(let request):
+                guard request.vault == identity else {
+                    return .failure(code: AgentResponse.notThisVault, message: "This agent serves \(identity), not \(request.vault).")
+                }
+                state.withLock { $0.lastUse = SystemCall.monotonicMilliseconds }
+                guard let vault = try await openVault() else {
+                    return .failure(code: VaultError.Code.locked.description, message: "The agent's vault is locked; vault unlock unlocks it.")
+                }
+                return .written(try await delete(request, in: vault))
             case .status:
                 return .status(status())
             case .unlock(let passphrase):
@@ -500,6 +547,54 @@ package final class AgentServer: Sendable {
         return AgentToken(try await vault.freshToken(for: key, leeway: leeway, client: client), fresh: true)
     }
 
+    // MARK: Writes
+
+    /// Writes the entry as the direct path would (the same library call, the same bytes), under
+    /// the entry's refresh lock: a refresh of it in flight (the agent's refresh ahead, or another
+    /// process's) finishes first, so its answer cannot land on top of the new token. The schedule
+    /// is then made from what is stored, at once.
+    private func store(_ request: AgentStoreRequest, in vault: Vault) async throws -> AgentWriteResult {
+        let key = try request.key()
+        let entry = try request.storedEntry()
+        try await vault.withEntryLock(key, timeout: .seconds(30)) {
+            switch request.registration {
+            case .keep: try await vault.saveTokenKeepingRegistration(entry.token, for: key)
+            case .replace: try await vault.store.save(request.storedForm, for: key, contentType: .json)
+            }
+            // Inside the lock: no refresh of the entry can come between the write and the schedule.
+            schedule(key, entry: try await vault.tokenEntry(for: key))
+        }
+        return AgentWriteResult(backend: "\(vault.selection.backend)", existed: nil)
+    }
+
+    /// Removes the entry as `vault delete` does directly (``Vault/deleteSecret(for:)``, which
+    /// waits for a refresh of it in flight, so that the refresh cannot write it back), and drops
+    /// its schedule.
+    private func delete(_ request: AgentDeleteRequest, in vault: Vault) async throws -> AgentWriteResult {
+        let key = try request.key()
+        let existed = try await vault.deleteSecret(for: key)
+        schedule(key, entry: nil)
+        return AgentWriteResult(backend: "\(vault.selection.backend)", existed: existed)
+    }
+
+    /// Makes the refresh-ahead plan of `key` from `entry` (nil: gone), now, so that the status and
+    /// the loop see a write at once; a scan in progress keeps this plan rather than the one it
+    /// made from what it read before the write.
+    private func schedule(_ key: CredentialKey, entry: TokenEntry?) {
+        let plan = entry.flatMap { entry -> Plan? in
+            if entry.rejection != nil { return Plan(next: nil, state: "rejected", issuedAt: entry.token.issuedAt) }
+            guard entry.registration != nil else { return nil }
+            guard entry.token.refreshToken != nil else { return Plan(next: nil, state: "not-refreshable", issuedAt: entry.token.issuedAt) }
+            guard let due = aheadDue(entry.token) else { return nil }
+            return Plan(next: max(due, Date()), state: "scheduled", issuedAt: entry.token.issuedAt)
+        }
+        state.withLock {
+            guard $0.vault != nil else { return }
+            $0.plans[key] = plan
+            $0.writtenDuringScan?.insert(key)
+        }
+    }
+
     /// The words `vault get` uses for a missing entry, so that both paths say the same.
     private static func notStored(_ key: CredentialKey) -> VaultError {
         VaultError(.notFound, "No token is stored for \(key).")
@@ -543,6 +638,8 @@ package final class AgentServer: Sendable {
 
     /// Refreshes every entry that is due, and returns when the next one will be.
     private func refreshDue(in vault: Vault) async -> Date? {
+        state.withLock { $0.writtenDuringScan = [] }
+        defer { state.withLock { $0.writtenDuringScan = nil } }
         let keys: [CredentialKey]
         do { keys = try await vault.keys() } catch {
             log("vault agent: could not list the vault's entries: \((error as? VaultError)?.message ?? "\(type(of: error))")")
@@ -597,7 +694,15 @@ package final class AgentServer: Sendable {
             plans[key] = plan
             if let due = plan.next { next = min(next ?? due, due) }
         }
-        state.withLock { if $0.vault != nil { $0.plans = plans } }
+        state.withLock { state in
+            guard state.vault != nil else { return }
+            // A write through the agent during the scan made its own plan from what it stored.
+            for key in state.writtenDuringScan ?? [] {
+                plans[key] = state.plans[key]
+                if let due = plans[key]?.next { next = min(next ?? due, due) }
+            }
+            state.plans = plans
+        }
         // The scan decoded every entry and freed it all again: give the heap back.
         SystemCall.trimMalloc()
         return next

@@ -183,6 +183,55 @@ import Glibc
         }
     }
 
+    /// A policy grants reads of access tokens only: a granted user's `vault set` and `vault
+    /// delete` (and a raw `store` frame) are refused with a clear message, exit 1, and logged by
+    /// uid, pid and entry, never a token; the vault is unchanged. The agent's own user writes.
+    @Test func aGrantedUserCannotWriteThroughTheAgent() async throws {
+        try #require(getuid() == 0, "this test creates a user (useradd) and runs clients as it with setpriv; Scripts/test runs as root in CI")
+        let userA = try await Self.user("tv-sysagent-a")
+        defer { _ = try? ChildProcess.run("/usr/sbin/userdel", ["tv-sysagent-a"], environment: [:]) }
+        let granted = try CredentialKey(service: uniqueName("tv-sys-write"), account: "deploy")
+        try await withVault(.encryptedFile, services: [granted.service]) { scratch, vault in
+            let token = OAuthToken(accessToken: "granted-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+            try await vault.saveToken(token, for: granted)
+            let directory = Self.socketDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let policy = directory + "/policy"
+            Self.writePolicy("user \(userA.name) \(granted.service) deploy\n", to: policy)
+            let agent = try await AgentTests.RunningAgent(scratch, arguments: ["--policy", policy], socketDirectory: directory)
+            defer { agent.stop() }
+            let vaultBinary = try Self.installVault(in: directory)
+            let client = ["TOKEN_VAULT_AGENT_SOCKET": agent.socket]
+            #expect(try await run(as: userA, vaultBinary, ["get", granted.service, granted.account], environment: client).stdoutText == token.accessToken + "\n")
+
+            let planted = "planted-\(UUID().uuidString.prefix(8))"
+            let set = try await offPool {
+                try ChildProcess.run(
+                    "/usr/bin/setpriv", ["--reuid=\(userA.uid)", "--regid=\(userA.gid)", "--clear-groups", "--", vaultBinary, "set", granted.service, granted.account],
+                    environment: ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"].merging(client) { $1 },
+                    stdin: Data((planted + "\n").utf8))
+            }
+            #expect(set.status == 1, "\(set)")
+            #expect(set.stderr.contains("does not let uid \(userA.uid) store \(granted)") && set.stderr.contains("never writes"), "\(set.stderr)")
+            let delete = try await run(as: userA, vaultBinary, ["delete", granted.service, granted.account], environment: client)
+            #expect(delete.status == 1 && delete.stderr.contains("does not let uid \(userA.uid) delete"), "\(delete)")
+            try await eventually("the write refusals in the agent's log") {
+                agent.logText.contains("refused uid \(userA.uid) (pid ") && agent.logText.contains("a write (store \(granted))")
+                    && agent.logText.contains("a write (delete \(granted))")
+            }
+            #expect(try await vault.token(for: granted) == token, "a refused write changed the vault")
+            #expect(!agent.logText.contains(planted) && !agent.logText.contains(token.accessToken), "the agent logged a token")
+
+            // The agent's own user writes through it, and the granted user reads what it wrote.
+            let identity = AgentProtocol.vaultIdentity(of: try scratch.configuration(.encryptedFile))
+            let replaced = OAuthToken(accessToken: "owner-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+            let written = try AgentClient(socketPath: agent.socket).store(
+                try AgentStoreRequest(key: granted, keepingRegistration: replaced, vault: identity))
+            #expect(written.backend == "file")
+            #expect(try await run(as: userA, vaultBinary, ["get", granted.service, granted.account], environment: client).stdoutText == replaced.accessToken + "\n")
+        }
+    }
+
     /// A policy written where the system agent reads it (0644, in a fresh 0755 directory, which
     /// the test users can pass through to the socket).
     private static func writePolicy(_ text: String, to path: String) {
