@@ -1,4 +1,5 @@
-// Owns: making a connection to the server (TLS and, for verify-full, the host name check) and
+// Owns: making a connection to the server (TCP with keepalives, TLS and, for verify-full, the
+// host name check) and
 // the store's pool of them.
 #if Postgres  // built with the package trait Postgres (postgres-nio); see Package.swift
 import Foundation
@@ -18,7 +19,9 @@ import Synchronization
 /// handshake with the chain checked by BoringSSL against the trusted roots, then the URL's host
 /// checked against the certificate's names (``ServerNameCheck``), and only then is the channel
 /// handed to postgres-nio, which sends the startup message and the password over it. Nothing of
-/// the login leaves before the name is checked. The other modes go through postgres-nio as they are.
+/// the login leaves before the name is checked. The other TCP modes are set up the same way,
+/// without the name check (verify-ca, require) or without TLS (disable, loopback only), so that
+/// every TCP connection carries keepalives; a Unix socket goes through postgres-nio as it is.
 final class PostgresConnector: Sendable {
     let configuration: PostgresStore.Configuration
     let connectTimeout: Duration
@@ -44,34 +47,41 @@ final class PostgresConnector: Sendable {
             settings = PostgresConnection.Configuration(
                 unixSocketPath: path, username: configuration.user, password: configuration.password, database: configuration.database)
         } else {
-            let host = configuration.bareHost
-            switch (configuration.tlsMode, tlsContext) {
-            case (.verifyFull, let context?):
-                let channel = try await verifiedChannel(host: host, port: configuration.port, context: context)
-                eventLoop = channel.eventLoop
-                settings = PostgresConnection.Configuration(
-                    establishedChannel: channel, username: configuration.user, password: configuration.password,
-                    database: configuration.database)
-            case (_, let context?):
-                settings = PostgresConnection.Configuration(
-                    host: host, port: configuration.port, username: configuration.user, password: configuration.password,
-                    database: configuration.database, tls: .require(context))
-            case (_, nil):
-                settings = PostgresConnection.Configuration(
-                    host: host, port: configuration.port, username: configuration.user, password: configuration.password,
-                    database: configuration.database, tls: .disable)
-            }
+            let channel = try await openChannel(
+                host: configuration.bareHost, port: configuration.port, context: tlsContext,
+                checkName: configuration.tlsMode == .verifyFull)
+            eventLoop = channel.eventLoop
+            settings = PostgresConnection.Configuration(
+                establishedChannel: channel, username: configuration.user, password: configuration.password,
+                database: configuration.database)
         }
         settings.options.connectTimeout = TimeAmount(connectTimeout)
         return try await PostgresConnection.connect(on: eventLoop, configuration: settings, id: id, logger: PostgresSQL.silent)
     }
 
-    /// TCP to `host`, TLS as libpq's verify-full sets it up, the host name checked: a channel
-    /// ready for the startup message. Bounded by the connect timeout as a whole.
-    private func verifiedChannel(host: String, port: Int, context: NIOSSLContext) async throws -> any Channel {
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+    /// TCP keepalives on every connection, as the refresh asks the server to keep them
+    /// (``PostgresStore/deadPeerSettings``): a client waiting on a server that went away without
+    /// a word (its link cut, a primary fenced and its address moved to the promoted standby)
+    /// hears of it within 5 + 2 × 3 s, and the steps that retry do so on a new connection,
+    /// instead of waiting out their whole bound. A server that is there answers the probes.
+    private static let keepalive: [(name: Int32, value: Int)] = [(TCP_KEEPIDLE, 5), (TCP_KEEPINTVL, 2), (TCP_KEEPCNT, 3)]
+
+    /// TCP to `host` (with keepalives), then, with a TLS `context`, TLS as libpq sets it up and,
+    /// for verify-full (`checkName`), the host name checked: a channel ready for the startup
+    /// message. Bounded by the connect timeout as a whole. Every TCP connection is made here, not
+    /// by postgres-nio, which offers no keepalive setting.
+    private func openChannel(host: String, port: Int, context: NIOSSLContext?, checkName: Bool) async throws -> any Channel {
+        var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(TimeAmount(connectTimeout))
-            .connect(host: host, port: port).get()
+            .channelOption(ChannelOptions.socketOption(.so_keepalive), value: 1)
+            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+        for option in Self.keepalive {
+            bootstrap = bootstrap.channelOption(
+                ChannelOptions.Types.SocketOption(level: NIOBSDSocket.OptionLevel(rawValue: CInt(IPPROTO_TCP)), name: NIOBSDSocket.Option(rawValue: option.name)),
+                value: option.value)
+        }
+        let channel = try await bootstrap.connect(host: host, port: port).get()
+        guard let context else { return channel }
         // A server that takes the TCP connection and then says nothing: closing the channel
         // fails whatever waits below.
         let bound = channel.eventLoop.scheduleTask(in: TimeAmount(connectTimeout)) { channel.close(promise: nil) }
@@ -86,24 +96,31 @@ final class PostgresConnector: Sendable {
                 try channel.pipeline.syncOperations.addHandler(starter)
             }.get()
             try await ready.futureResult.get()
-            guard let certificate = try await channel.nioSSL_peerCertificate().get() else {
-                throw VaultError(.backendUnavailable, "The TLS handshake with \(vault) failed: the server presented no certificate.")
-            }
-            let names: ServerCertificateNames
-            do {
-                names = try ServerCertificateNames(der: try certificate.toDERBytes())
-            } catch {
-                throw VaultError(.backendUnavailable, "The TLS handshake with \(vault) failed: \(error).")
-            }
-            if let refusal = ServerNameCheck.refusal(host: host, names: names) {
-                throw VaultError(
-                    .backendUnavailable,
-                    "The TLS handshake with \(vault) failed: \(refusal) (sslmode=verify-full checks the URL's host against the names in the certificate, as libpq does). Connect by a name the certificate holds, or have one issued for this name; nothing was sent to the server.")
-            }
+            if checkName { try await checkServerName(host: host, channel: channel, vault: vault) }
             return channel
         } catch {
             channel.close(promise: nil)
             throw error
+        }
+    }
+}
+
+extension PostgresConnector {
+    /// Throws unless the leaf certificate on `channel` names `host` by libpq's verify-full rules.
+    private func checkServerName(host: String, channel: any Channel, vault: String) async throws {
+        guard let certificate = try await channel.nioSSL_peerCertificate().get() else {
+            throw VaultError(.backendUnavailable, "The TLS handshake with \(vault) failed: the server presented no certificate.")
+        }
+        let names: ServerCertificateNames
+        do {
+            names = try ServerCertificateNames(der: try certificate.toDERBytes())
+        } catch {
+            throw VaultError(.backendUnavailable, "The TLS handshake with \(vault) failed: \(error).")
+        }
+        if let refusal = ServerNameCheck.refusal(host: host, names: names) {
+            throw VaultError(
+                .backendUnavailable,
+                "The TLS handshake with \(vault) failed: \(refusal) (sslmode=verify-full checks the URL's host against the names in the certificate, as libpq does). Connect by a name the certificate holds, or have one issued for this name; nothing was sent to the server.")
         }
     }
 }

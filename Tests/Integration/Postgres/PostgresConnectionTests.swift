@@ -21,6 +21,41 @@ extension PostgresTests {
             #expect((status.tls != nil) == (mode != "disable"), "\(mode): \(status.tls ?? "no TLS")")
         }
 
+        /// Every TCP connection of the store has TCP keepalives on, with the store's 5 s idle time
+        /// (the kernel's default is two hours): a client waiting on a server that went away without
+        /// a word, such as a fenced primary whose address moved to the promoted standby, hears of it
+        /// in seconds instead of waiting out its bound (Scripts/fleet's failover measures that).
+        /// Read from the kernel with `ss`, for this process's own sockets to the cluster.
+        @Test(arguments: ["verify-full", "verify-ca", "require", "disable"])
+        func everyTCPConnectionHasKeepalives(_ mode: String) async throws {
+            let postgres = try TestPostgres.require()
+            let dir = try TemporaryDirectory()
+            let store = try await PostgresStore.open(
+                try postgres.configuration(try postgres.freshDatabase(), sslmode: mode), keySource: .keyFile(try dir.keyFile()),
+                options: TestPostgres.testOptions)
+            defer { store.close() }
+            _ = try await store.status()
+            let sockets = try ChildProcess.run(
+                "/usr/bin/ss", ["-tnopH", "state", "established", "dport", "= :\(postgres.port)"], environment: [:])
+            #expect(sockets.status == 0, "ss: \(sockets.stderr)")
+            let ours = String(decoding: sockets.stdout, as: UTF8.self).split(separator: "\n").filter { $0.contains("pid=\(getpid()),") }
+            #expect(!ours.isEmpty, "\(mode): no connection of this process to port \(postgres.port)")
+            for line in ours {
+                // "timer:(keepalive,4.2sec,0)": the time to the next probe, at most the idle time.
+                let timer = line.components(separatedBy: "timer:(keepalive,").dropFirst().first?.split(separator: ",").first.map(String.init)
+                let seconds = timer.flatMap(Self.seconds)
+                #expect(seconds.map { $0 <= 5 } == true, "\(mode): \(line)")
+            }
+        }
+
+        /// `ss`'s "4.2sec", "980ms", "119min" in seconds.
+        private static func seconds(_ text: String) -> Double? {
+            for (unit, scale) in [("ms", 0.001), ("sec", 1.0), ("min", 60.0)] where text.hasSuffix(unit) {
+                return Double(text.dropLast(unit.count)).map { $0 * scale }
+            }
+            return nil
+        }
+
         // A certificate for another name: PostgresTests.HostNames (the cluster serves certificates
         // with chosen names, and psql judges each host; a connection to an address the cluster does
         // not listen on, as this suite once tried, is refused before any certificate is seen).
