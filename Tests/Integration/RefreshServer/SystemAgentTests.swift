@@ -202,7 +202,11 @@ import Glibc
             defer { agent.stop() }
             let vaultBinary = try Self.installVault(in: directory)
             let client = ["TOKEN_VAULT_AGENT_SOCKET": agent.socket]
-            #expect(try await run(as: userA, vaultBinary, ["get", granted.service, granted.account], environment: client).stdoutText == token.accessToken + "\n")
+            // `--fresh`, as the read test does: a plain get gives a busy agent 0.5 s before it goes
+            // direct, which a granted user cannot (the vault is not theirs); CI's loaded first
+            // request once took longer. A `--fresh` request waits while the agent is alive.
+            let first = try await run(as: userA, vaultBinary, ["get", granted.service, granted.account, "--fresh"], environment: client)
+            #expect(first.stdoutText == token.accessToken + "\n", "status \(first.status): \(first.stderr)")
 
             let planted = "planted-\(UUID().uuidString.prefix(8))"
             let set = try await offPool {
@@ -228,7 +232,8 @@ import Glibc
             let written = try AgentClient(socketPath: agent.socket).store(
                 try AgentStoreRequest(key: granted, keepingRegistration: replaced, vault: identity))
             #expect(written.backend == "file")
-            #expect(try await run(as: userA, vaultBinary, ["get", granted.service, granted.account], environment: client).stdoutText == replaced.accessToken + "\n")
+            let after = try await run(as: userA, vaultBinary, ["get", granted.service, granted.account, "--fresh"], environment: client)
+            #expect(after.stdoutText == replaced.accessToken + "\n", "status \(after.status): \(after.stderr)")
         }
     }
 
