@@ -1,6 +1,5 @@
 // Owns: making a connection to the server (TCP with keepalives, TLS and, for verify-full, the
-// host name check) and
-// the store's pool of them.
+// host name check) and the store's pool of them.
 #if Postgres  // built with the package trait Postgres (postgres-nio); see Package.swift
 import Foundation
 import TokenVault
@@ -68,8 +67,9 @@ final class PostgresConnector: Sendable {
 
     /// TCP to `host` (with keepalives), then, with a TLS `context`, TLS as libpq sets it up and,
     /// for verify-full (`checkName`), the host name checked: a channel ready for the startup
-    /// message. Bounded by the connect timeout as a whole. Every TCP connection is made here, not
-    /// by postgres-nio, which offers no keepalive setting.
+    /// message. The TCP connect and the TLS set-up are each bounded by the connect timeout (the
+    /// caller's deadline bounds the whole). Every TCP connection is made here, not by
+    /// postgres-nio, which offers no keepalive setting.
     private func openChannel(host: String, port: Int, context: NIOSSLContext?, checkName: Bool) async throws -> any Channel {
         var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(TimeAmount(connectTimeout))
