@@ -281,6 +281,8 @@ package.targets += [
             "TokenVault", "TokenVaultGit", "TokenVaultMigration", "TokenVaultPostgres", "TokenVaultTesting", "TokenVaultTestSupport",
             "TokenVaultURLSession", "TokenVaultAsyncHTTPClient", "TokenVaultDPoP", "TokenVaultIDToken",
             .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClientAdapter"])),
+            // PostgresPoolTests drive a pooled connection directly.
+            .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
         ],
         path: "Tests/Integration"
     ),

@@ -223,7 +223,7 @@ final class PostgresPool: Sendable {
     }
 
     private struct State {
-        var idle: [(connection: PostgresConnection, since: ContinuousClock.Instant)] = []
+        var idle: [(connection: PooledConnection, since: ContinuousClock.Instant)] = []
         /// Connections open or being opened, in use or idle.
         var count = 0
         var waiters: [Waiter] = []
@@ -249,11 +249,21 @@ final class PostgresPool: Sendable {
 
     deinit { close() }
 
-    /// Lends a connection to `body` for its duration.
-    func withConnection<Result: Sendable>(_ body: (PostgresConnection) async throws -> Result) async throws -> Result {
-        let connection = try await lease()
-        defer { release(connection) }
-        return try await body(connection)
+    /// Lends a connection to `body` for its duration. A connection on which `body` met a lost
+    /// connection is closed, never lent again. A `body` still running a moment after its
+    /// connection closed is left behind (``PooledConnection/run(_:)``) with a lost connection,
+    /// which its caller retries on another.
+    func withConnection<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
+        let pooled = try await lease()
+        let result: Result
+        do {
+            result = try await pooled.run { try await body(pooled.connection) }
+        } catch {
+            release(pooled, broken: PostgresSQL.isConnectionFailure(error))
+            throw error
+        }
+        release(pooled)
+        return result
     }
 
     /// Closes the idle connections, and those in use as they come back; fails every waiter and
@@ -275,20 +285,20 @@ final class PostgresPool: Sendable {
     private var closedError: VaultError { VaultError(.backendUnavailable, "\(vault) is closed.") }
 
     private enum Step {
-        case use(PostgresConnection)
+        case use(PooledConnection)
         case connect
         case wait
     }
 
-    private func lease() async throws -> PostgresConnection {
+    private func lease() async throws -> PooledConnection {
         while true {
             try Task.checkCancellation()
-            var stale: [PostgresConnection] = []
+            var stale: [PooledConnection] = []
             let step: Step? = state.withLock { state in
                 guard !state.closed else { return nil }
                 let now = ContinuousClock.now
                 while let entry = state.idle.popLast() {
-                    if entry.connection.isClosed || now - entry.since > idleTimeout {
+                    if entry.connection.connection.isClosed || now - entry.since > idleTimeout {
                         stale.append(entry.connection)
                         state.count -= 1
                         continue
@@ -308,9 +318,9 @@ final class PostgresPool: Sendable {
             case .use(let connection):
                 return connection
             case .connect:
-                let connection: PostgresConnection
+                let connection: PooledConnection
                 do {
-                    connection = try await connector.connect()
+                    connection = PooledConnection(try await connector.connect())
                 } catch {
                     giveBackSlot()
                     throw error
@@ -327,9 +337,9 @@ final class PostgresPool: Sendable {
         }
     }
 
-    private func release(_ connection: PostgresConnection) {
+    private func release(_ connection: PooledConnection, broken: Bool = false) {
         let (waiter, drop) = state.withLock { state -> (Waiter?, Bool) in
-            let drop = state.closed || connection.isClosed
+            let drop = broken || state.closed || connection.connection.isClosed
             if drop {
                 state.count -= 1
             } else {
@@ -343,7 +353,8 @@ final class PostgresPool: Sendable {
 
     /// Closes `connection`, keeping it alive until it is closed (postgres-nio asserts that a
     /// connection is closed when it goes away).
-    private static func discard(_ connection: PostgresConnection) {
+    private static func discard(_ pooled: PooledConnection) {
+        let connection = pooled.connection
         connection.close().whenComplete { _ in withExtendedLifetime(connection) {} }
     }
 
@@ -383,6 +394,84 @@ final class PostgresPool: Sendable {
                 return nil
             }
             waiter?.continuation.resume(throwing: CancellationError())
+        }
+    }
+}
+/// A connection of the pool, and the work lent it, which is left behind when the connection
+/// closes under it and it does not end.
+///
+/// postgres-nio hands a statement to its channel without a promise for the write: a statement
+/// sent just after the channel closed (between ``PostgresConnection/isClosed`` saying open and
+/// the write; the server ended the backend, a restart) is dropped by the closed pipeline and
+/// never answered. Waiting for it held a read after `pg_terminate_backend` for its whole 20 s
+/// bound in a CI run. A statement in flight when the channel closes is failed by postgres-nio
+/// as the channel goes; so work still running `grace` after the close waits on nothing, and
+/// ``run(_:)`` gives up on it with a lost connection, which the caller retries on another.
+final class PooledConnection: Sendable {
+    let connection: PostgresConnection
+    static let grace = TimeAmount.milliseconds(250)
+
+    private struct Watch {
+        var closed = false
+        var run = 0
+        var abort: (run: Int, action: @Sendable () -> Void)?
+    }
+    private let watch = Mutex(Watch())
+
+    init(_ connection: PostgresConnection) {
+        self.connection = connection
+        let eventLoop = connection.eventLoop
+        // The callback holds this object until the connection closes, which every connection
+        // of the pool does (the pool closes what it drops, the server what it ends).
+        connection.closeFuture.whenComplete { _ in
+            self.watch.withLock { $0.closed = true }
+            eventLoop.scheduleTask(in: Self.grace) { self.abandonCurrent() }
+        }
+    }
+
+    private func abandonCurrent() {
+        let abort = watch.withLock { watch in
+            defer { watch.abort = nil }
+            return watch.abort
+        }
+        abort?.action()
+    }
+
+    /// `body`'s result, or ``ClosedConnection`` when the connection closed and `body` had not
+    /// ended ``grace`` later; `body` is then cancelled and left to end on its own.
+    func run<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result {
+        let once = Once()
+        let work = WorkHandle()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
+                let abort: @Sendable () -> Void = {
+                    guard once.claim() else { return }
+                    work.cancel()
+                    continuation.resume(throwing: ClosedConnection())
+                }
+                let (run, closed) = watch.withLock { watch in
+                    watch.run += 1
+                    watch.abort = (watch.run, abort)
+                    return (watch.run, watch.closed)
+                }
+                if closed { connection.eventLoop.scheduleTask(in: Self.grace) { abort() } }
+                work.set(
+                    Task {
+                        let result: Swift.Result<Result, any Error>
+                        do {
+                            result = .success(try await body())
+                        } catch {
+                            result = .failure(error)
+                        }
+                        self.watch.withLock { watch in
+                            if watch.abort?.run == run { watch.abort = nil }
+                        }
+                        guard once.claim() else { return }
+                        continuation.resume(with: result)
+                    })
+            }
+        } onCancel: {
+            work.cancel()
         }
     }
 }
