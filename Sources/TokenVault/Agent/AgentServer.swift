@@ -435,48 +435,22 @@ package final class AgentServer: Sendable {
         do {
             switch request {
             case .token(let request):
-                guard request.vault == identity else {
-                    return .failure(code: AgentResponse.notThisVault, message: "This agent serves \(identity), not \(request.vault).")
-                }
-                state.withLock { $0.lastUse = SystemCall.monotonicMilliseconds }
-                guard let vault = try await openVault() else {
-                    return .failure(code: VaultError.Code.locked.description, message: "The agent's vault is locked; vault unlock unlocks it.")
-                }
-                return .token(try await serve(request, from: vault))
+                return try await withVault(named: request.vault) { vault in .token(try await serve(request, from: vault)) }
             case .proof(let request):
                 // The token as a token request gets it, and a proof signed here: the key stays in the agent.
-                guard request.token.vault == identity else {
-                    return .failure(code: AgentResponse.notThisVault, message: "This agent serves \(identity), not \(request.token.vault).")
+                return try await withVault(named: request.token.vault) { vault in
+                    let token = try await serve(request.token, from: vault)
+                    guard token.tokenType.caseInsensitiveCompare("DPoP") == .orderedSame, let url = URL(string: request.url) else {
+                        return .authorization(AgentAuthorization(token: token, dpopProof: nil))
+                    }
+                    let proof = try await vault.dpopProof(
+                        for: try request.token.key(), method: request.method, url: url, accessToken: token.accessToken, nonce: request.nonce)
+                    return .authorization(AgentAuthorization(token: token, dpopProof: proof))
                 }
-                state.withLock { $0.lastUse = SystemCall.monotonicMilliseconds }
-                guard let vault = try await openVault() else {
-                    return .failure(code: VaultError.Code.locked.description, message: "The agent's vault is locked; vault unlock unlocks it.")
-                }
-                let token = try await serve(request.token, from: vault)
-                guard token.tokenType.caseInsensitiveCompare("DPoP") == .orderedSame, let url = URL(string: request.url) else {
-                    return .authorization(AgentAuthorization(token: token, dpopProof: nil))
-                }
-                let proof = try await vault.dpopProof(
-                    for: try request.token.key(), method: request.method, url: url, accessToken: token.accessToken, nonce: request.nonce)
-                return .authorization(AgentAuthorization(token: token, dpopProof: proof))
             case .store(let request):
-                guard request.vault == identity else {
-                    return .failure(code: AgentResponse.notThisVault, message: "This agent serves \(identity), not \(request.vault).")
-                }
-                state.withLock { $0.lastUse = SystemCall.monotonicMilliseconds }
-                guard let vault = try await openVault() else {
-                    return .failure(code: VaultError.Code.locked.description, message: "The agent's vault is locked; vault unlock unlocks it.")
-                }
-                return .written(try await store(request, in: vault))
+                return try await withVault(named: request.vault) { vault in .written(try await store(request, in: vault)) }
             case .delete(let request):
-                guard request.vault == identity else {
-                    return .failure(code: AgentResponse.notThisVault, message: "This agent serves \(identity), not \(request.vault).")
-                }
-                state.withLock { $0.lastUse = SystemCall.monotonicMilliseconds }
-                guard let vault = try await openVault() else {
-                    return .failure(code: VaultError.Code.locked.description, message: "The agent's vault is locked; vault unlock unlocks it.")
-                }
-                return .written(try await delete(request, in: vault))
+                return try await withVault(named: request.vault) { vault in .written(try await delete(request, in: vault)) }
             case .status:
                 return .status(status())
             case .unlock(let passphrase):
@@ -501,6 +475,21 @@ package final class AgentServer: Sendable {
         } catch {
             return .failure(code: VaultError.Code.io.description, message: "The agent could not answer: \(type(of: error)).")
         }
+    }
+
+    /// Answers a request that names the vault `requested` with `body`, after what every such
+    /// request goes through: it must name this agent's vault (else `not-this-vault`: the client
+    /// goes direct), it counts as use for the idle lock, and the vault must be open, or open
+    /// without a passphrase (else `locked`).
+    private func withVault(named requested: String, _ body: (Vault) async throws -> AgentResponse) async throws -> AgentResponse {
+        guard requested == identity else {
+            return .failure(code: AgentResponse.notThisVault, message: "This agent serves \(identity), not \(requested).")
+        }
+        state.withLock { $0.lastUse = SystemCall.monotonicMilliseconds }
+        guard let vault = try await openVault() else {
+            return .failure(code: VaultError.Code.locked.description, message: "The agent's vault is locked; vault unlock unlocks it.")
+        }
+        return try await body(vault)
     }
 
     private func openVault() async throws -> Vault? {
