@@ -20,7 +20,10 @@ extension VaultCommand {
 
                 vault get, get --fresh, vault run and vault git-credential ask the agent first and \
                 go direct, as without it, when it does not answer within 0.5 s, speaks another \
-                protocol version or serves another vault. TOKEN_VAULT_AGENT=off bypasses it.
+                protocol version or serves another vault. TOKEN_VAULT_AGENT=off bypasses it. A \
+                client of another user's agent (a system agent whose policy grants it) cannot read \
+                that vault: it waits for the answer (10 s for a read, 25 s when it may refresh), \
+                says so on stderr past 0.5 s, and exits 6 saying why when none comes.
 
                 Over the socket a client gets the access token, its type, expiry and scope, never \
                 the refresh token, the client secret or the key. An entry with a client \
@@ -227,8 +230,10 @@ enum AgentCLI {
     /// The agent to ask for `global`'s vault, or nil: TOKEN_VAULT_AGENT=off, no socket path, or a
     /// backend the agent does not serve.
     static func client(for global: GlobalOptions) -> (client: AgentClient, vault: String)? {
-        guard let client = AgentClient.fromEnvironment(ProcessEnvironment.current) else { return nil }
+        guard var client = AgentClient.fromEnvironment(ProcessEnvironment.current) else { return nil }
         guard let configuration = try? global.configuration() else { return nil }  // direct reports it
+        // A wait past the fast deadline (a refresh at the agent, a busy system agent) is said once.
+        client.waiting = { reason in try? Output.note("vault: \(reason).") }
         if let kind = configuration.backend.kind, !kind.isBuiltIn { return nil }
         return (client, AgentProtocol.vaultIdentity(of: configuration))
     }

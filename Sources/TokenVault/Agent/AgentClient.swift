@@ -10,7 +10,11 @@ internal import Glibc
 /// give too (no such entry, expired, log in again), or throws ``Unavailable``, which means "open
 /// the vault yourself, as if no agent ran". No agent, a killed or hung agent, an agent of another
 /// protocol version, an agent serving another vault or a locked one are all ``Unavailable``, and
-/// none of them takes longer than ``deadline``.
+/// none of them takes longer than ``deadline`` (a request that may refresh waits on while the
+/// agent works). An agent of another user (a system agent whose policy serves this one) is the
+/// exception: this user has no direct path, so the client waits for its answer within the
+/// request's bound (``readDeadline``, ``refreshDeadline``), and its silence or refusal is a
+/// ``VaultError`` that says why (``Unavailable/isFinal``).
 ///
 /// ```swift
 /// let configuration = try VaultConfiguration.fromEnvironment()
@@ -37,6 +41,15 @@ public struct AgentClient: Sendable {
     /// (The process is the socket's peer as the kernel recorded it: with socket activation that is
     /// the one that listened, systemd, so there a stopped agent holds such a request to this bound.)
     public var refreshDeadline: Duration = TokenEndpointClient.defaultDeadline + .seconds(5)
+    /// How long a client that has no direct path (the agent runs as another user; see
+    /// ``Unavailable/isFinal``) waits for an answer that needs no refresh (a plain token, the
+    /// status): as long as a direct read of a file vault may wait for the vault's lock (the file
+    /// store's default `lockTimeout`, 10 s).
+    public var readDeadline: Duration = .seconds(10)
+    /// Called once, with a sentence for a person, when an answer takes longer than ``deadline``
+    /// and the client waits on (a refresh at the agent, a busy system agent); `vault` says it on
+    /// stderr. The library itself says nothing.
+    public var waiting: (@Sendable (String) -> Void)?
 
     /// Why the agent cannot answer; the caller goes direct.
     public struct Unavailable: Error, Sendable, CustomStringConvertible {
@@ -47,11 +60,21 @@ public struct AgentClient: Sendable {
         /// Something a person should hear about (a version mismatch, a refusal, a broken answer),
         /// rather than the ordinary "no agent runs".
         public let isNoteworthy: Bool
+        /// The agent runs as another user (a system agent whose policy serves this one), so there
+        /// is no direct path to go to: the caller cannot read that vault, and its own
+        /// configuration names another vault or none. The caller fails with ``reason`` instead;
+        /// ``AgentClient/token(for:fresh:leeway:vault:)`` and the other requests throw it as a
+        /// ``VaultError`` (`timeout` or `backendUnavailable`).
+        public let isFinal: Bool
+        /// No answer came within the bound.
+        let timedOut: Bool
 
-        init(_ reason: String, versionMismatch: Bool = false, noteworthy: Bool = false) {
+        init(_ reason: String, versionMismatch: Bool = false, noteworthy: Bool = false, isFinal: Bool = false, timedOut: Bool = false) {
             self.reason = reason
             self.isVersionMismatch = versionMismatch
             self.isNoteworthy = noteworthy || versionMismatch
+            self.isFinal = isFinal
+            self.timedOut = timedOut
         }
 
         public var description: String { reason }
@@ -73,13 +96,72 @@ public struct AgentClient: Sendable {
     /// A passphrase (``AgentRequest/unlock(passphrase:)``) goes only to an agent that runs as this
     /// user: a socket another user made (a path in a shared directory, say) never receives one.
     public func send(_ request: AgentRequest) throws(Unavailable) -> AgentResponse {
+        try exchange(request).response
+    }
+
+    /// ``send(_:)``, and whether the agent runs as another user.
+    ///
+    /// How long the client waits depends on whether it could go direct instead, which the peer's
+    /// uid tells (SO_PEERCRED, read as the connection is made, before a byte is sent). An agent of
+    /// this user is a fast path: the client can open the vault itself, so it goes direct after
+    /// ``deadline``, unless the request may refresh and the agent is at work (``refreshDeadline``).
+    /// An agent of another user (a system agent whose policy serves this one) is the only way in:
+    /// this user cannot read that vault or its key, and its own configuration names another vault
+    /// or none (the agent answers a granted peer from its own vault whatever the request names).
+    /// So the client waits for the answer within the operation's bound (``refreshDeadline`` for a
+    /// request that may refresh, ``readDeadline`` otherwise) whatever the agent is doing, and when
+    /// none comes the failure is final (``Unavailable/isFinal``) and says why. (Where the socket
+    /// lies says nothing reliable: a per-user agent may listen anywhere TOKEN_VAULT_AGENT_SOCKET
+    /// points; nor does an unreadable vault path, which names this user's configuration, not the
+    /// agent's vault.)
+    private func exchange(_ request: AgentRequest) throws(Unavailable) -> (response: AgentResponse, fromAnotherUser: Bool) {
         let connection = try Connection(socketPath: socketPath)
-        if case .unlock = request, connection.peerUID != SystemCall.effectiveUserID {
+        let ownUID = SystemCall.effectiveUserID
+        if case .unlock = request, connection.peerUID != ownUID {
             throw Unavailable(
                 "the agent at \(socketPath) runs as uid \(connection.peerUID.map(String.init) ?? "unknown"), not as this user; the passphrase was not sent",
                 noteworthy: true)
         }
-        return try connection.send(request, deadline: deadline, patience: request.mayRefresh ? refreshDeadline : nil)
+        let fromAnotherUser = connection.peerUID.map { $0 != ownUID } ?? false
+        let bound = request.mayRefresh ? refreshDeadline : fromAnotherUser ? readDeadline : nil
+        let notice = waiting.map { waiting in
+            { @Sendable in
+                waiting(
+                    "the agent has not answered within \(Connection.milliseconds(deadline)) ms (\(request.mayRefresh ? "a refresh at the token endpoint, or a busy agent" : "a busy agent")); waiting up to \(Connection.milliseconds(bound ?? deadline) / 1000) s for its answer")
+            }
+        }
+        do {
+            let response = try connection.send(
+                request, deadline: deadline, patience: bound, whileStopped: fromAnotherUser, waiting: notice)
+            return (response, fromAnotherUser)
+        } catch {
+            guard fromAnotherUser else { throw error }
+            let state = error.timedOut ? connection.peerState.map { " (\($0))" } ?? "" : ""
+            throw Unavailable(
+                "The agent at \(socketPath), which runs as uid \(connection.peerUID.map(String.init) ?? "unknown"), gave no usable answer: \(error.reason)\(state). This user cannot read that agent's vault, so there is no direct path to try; try again, or ask the agent's owner to look at it.",
+                noteworthy: true, isFinal: true, timedOut: error.timedOut)
+        }
+    }
+
+    /// ``exchange(_:)`` for a request whose caller goes direct on ``Unavailable``; an agent of
+    /// another user's silence leaves it no direct path, so that is a ``VaultError`` saying why:
+    /// `timeout` when no answer came within the bound, `backendUnavailable` otherwise (exit 6).
+    private func answer(_ request: AgentRequest) throws -> (response: AgentResponse, fromAnotherUser: Bool) {
+        do {
+            return try exchange(request)
+        } catch where error.isFinal {
+            throw VaultError(error.timedOut ? .timeout : .backendUnavailable, error.reason)
+        }
+    }
+
+    /// An agent of another user's failure answer, which is final: the direct path is no way in.
+    private func finalFailure(_ response: AgentResponse) -> VaultError? {
+        guard case .failure(let code, let message) = response else { return nil }
+        if code == VaultError.Code.locked.description {
+            return VaultError(.locked, "The agent at \(socketPath) holds its vault locked; only its own user can unlock it (vault unlock).")
+        }
+        if let error = response.error, AgentProtocol.code(named: code) != nil { return error }
+        return VaultError(.backendUnavailable, "The agent at \(socketPath) did not serve this request (\(code): \(message)).")
     }
 
     /// The access token under `key`, as the agent serves it.
@@ -92,14 +174,16 @@ public struct AgentClient: Sendable {
     ///   `invalidInput` (an opaque secret), `permissionDenied` (an agent of another user whose
     ///   policy does not grant this user or this entry), and the refresh's errors.
     public func token(for key: CredentialKey, fresh: Bool, leeway: TimeInterval = 60, vault: String) throws -> AgentToken {
-        let response = try send(.token(AgentTokenRequest(key: key, fresh: fresh, leeway: leeway, vault: vault)))
+        let (response, fromAnotherUser) = try answer(.token(AgentTokenRequest(key: key, fresh: fresh, leeway: leeway, vault: vault)))
         switch response {
         case .token(let token): return token
         case .failure(let code, let message):
+            if fromAnotherUser, let error = finalFailure(response) { throw error }
             if let error = response.error, Self.definitive.contains(error.code) { throw error }
             throw Unavailable(
                 "the agent did not serve this request (\(code): \(message))", noteworthy: code != AgentResponse.notThisVault && code != "locked")
         default:
+            if fromAnotherUser { throw VaultError(.io, "The agent at \(socketPath) answered a token request with another kind of message.") }
             throw Unavailable("the agent answered a token request with another kind of message", noteworthy: true)
         }
     }
@@ -115,14 +199,16 @@ public struct AgentClient: Sendable {
     ) throws -> AgentAuthorization {
         let request = AgentProofRequest(
             token: AgentTokenRequest(key: key, fresh: fresh, leeway: leeway, vault: vault), method: method, url: url, nonce: nonce)
-        let response = try send(.proof(request))
+        let (response, fromAnotherUser) = try answer(.proof(request))
         switch response {
         case .authorization(let authorization): return authorization
         case .failure(let code, let message):
+            if fromAnotherUser, let error = finalFailure(response) { throw error }
             if let error = response.error, Self.definitive.contains(error.code) || error.code == .configurationError { throw error }
             throw Unavailable(
                 "the agent did not serve this request (\(code): \(message))", noteworthy: code != AgentResponse.notThisVault && code != "locked")
         default:
+            if fromAnotherUser { throw VaultError(.io, "The agent at \(socketPath) answered a proof request with another kind of message.") }
             throw Unavailable("the agent answered a proof request with another kind of message", noteworthy: true)
         }
     }
@@ -148,10 +234,11 @@ public struct AgentClient: Sendable {
     /// agent met while writing leaves the write to the direct path, whose own answer (the same
     /// write again, or its error) is the one the caller reports.
     private func write(_ request: AgentRequest) throws -> AgentWriteResult {
-        let response = try send(request)
+        let (response, fromAnotherUser) = try answer(request)
         switch response {
         case .written(let result): return result
         case .failure(let code, let message):
+            if fromAnotherUser, let error = finalFailure(response) { throw error }
             if code == AgentResponse.unsupportedRequest
                 || (code == VaultError.Code.invalidInput.description && message.contains("unknown message kind"))
             {
@@ -162,6 +249,7 @@ public struct AgentClient: Sendable {
             throw Unavailable(
                 "the agent did not make this write (\(code): \(message))", noteworthy: code != AgentResponse.notThisVault && code != "locked")
         default:
+            if fromAnotherUser { throw VaultError(.io, "The agent at \(socketPath) answered a write with another kind of message.") }
             throw Unavailable("the agent answered a write with another kind of message", noteworthy: true)
         }
     }
@@ -226,24 +314,51 @@ public struct AgentClient: Sendable {
             do { return try SystemCall.wait(fd, milliseconds: milliseconds) } catch { throw .system(error) }
         }
 
-        private static func milliseconds(_ duration: Duration) -> Int32 {
+        static func milliseconds(_ duration: Duration) -> Int32 {
             Int32(clamping: duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
         }
 
         /// Whether process `pid` is running or waiting (state R, S or D in /proc/PID/stat), not
         /// stopped, traced, dead or gone.
         private static func isAtWork(_ pid: Int32) -> Bool {
+            let state = state(of: pid)
+            return state == "R" || state == "S" || state == "D"
+        }
+
+        /// The state letter of process `pid` in /proc/PID/stat; nil when it cannot be read.
+        private static func state(of pid: Int32) -> Character? {
             guard let stat = try? SystemCall.readWhole("/proc/\(pid)/stat"),
                 let end = stat.lastIndex(of: ")")
-            else { return false }
-            let state = stat[stat.index(after: end)...].drop { $0 == " " }.first
-            return state == "R" || state == "S" || state == "D"
+            else { return nil }
+            return stat[stat.index(after: end)...].drop { $0 == " " }.first
+        }
+
+        /// What the agent's process is doing, for a person: busy, stopped or gone; nil when it
+        /// cannot be told.
+        var peerState: String? {
+            guard let pid = peerPID, pid > 0 else { return nil }
+            switch Self.state(of: pid) {
+            case "R", "S", "D": return "its process \(pid) is running: busy"
+            case "T", "t": return "its process \(pid) is stopped"
+            case "Z", "X": return "its process \(pid) has ended"
+            case nil: return nil
+            default: return nil
+            }
         }
 
         /// Sends `request` and reads the answer, both within `deadline`, or within `patience` when
         /// it is given and the agent's process is still running or waiting (on the token
         /// endpoint, say) at `deadline`.
         public func send(_ request: AgentRequest, deadline: Duration, patience: Duration? = nil) throws(Unavailable) -> AgentResponse {
+            try send(request, deadline: deadline, patience: patience, whileStopped: false, waiting: nil)
+        }
+
+        /// ``send(_:deadline:patience:)``; with `whileStopped`, the client waits out `patience`
+        /// whatever the agent's process is doing (it has no direct path to go to), and `waiting`
+        /// is called once when the answer takes longer than `deadline`.
+        func send(
+            _ request: AgentRequest, deadline: Duration, patience: Duration?, whileStopped: Bool, waiting: (@Sendable () -> Void)?
+        ) throws(Unavailable) -> AgentResponse {
             var milliseconds = Self.milliseconds(deadline)
             let start = SystemCall.monotonicMilliseconds
             var bytes = request.encoded()
@@ -268,14 +383,20 @@ public struct AgentClient: Sendable {
             var left = max(1, Int32(clamping: Int64(milliseconds) - (SystemCall.monotonicMilliseconds - start)))
             let body: [UInt8]
             do throws(FrameIO.ReadFailure) {
-                if let patience, let pid = peerPID, pid > 0 {
+                if let patience, whileStopped || (peerPID ?? 0) > 0 {
                     // The first byte of the answer may wait on the agent's refresh: slices of
-                    // `deadline`, while the agent's process is at work, up to `patience` in all.
+                    // `deadline`, while the agent's process is at work (or whatever it does,
+                    // `whileStopped`), up to `patience` in all.
                     let slice = milliseconds
                     let longest = Int64(Self.milliseconds(max(patience, deadline)))
+                    var told = false
                     while try !Self.readable(fd, within: left) {
                         let spent = SystemCall.monotonicMilliseconds - start
-                        guard spent < longest, Self.isAtWork(pid) else { throw FrameIO.ReadFailure.timedOut }
+                        guard spent < longest, whileStopped || Self.isAtWork(peerPID ?? 0) else { throw FrameIO.ReadFailure.timedOut }
+                        if !told {
+                            told = true
+                            waiting?()
+                        }
                         left = Int32(clamping: min(Int64(slice), longest - spent))
                         milliseconds = Int32(clamping: spent + Int64(left))
                     }
@@ -284,8 +405,10 @@ public struct AgentClient: Sendable {
                 body = try FrameIO.readBody(fd, idleMilliseconds: left, deadlineMilliseconds: left)
             } catch {
                 switch error {
-                case .closed: throw Unavailable("the agent closed the connection without an answer", noteworthy: true)
-                case .timedOut: throw Unavailable("the agent did not answer within \(milliseconds) ms", noteworthy: true)
+                case .closed, .system(Errno(rawValue: ECONNRESET)):
+                    // (A connection the agent never accepted is reset when it dies.)
+                    throw Unavailable("the agent closed the connection without an answer", noteworthy: true)
+                case .timedOut: throw Unavailable("the agent did not answer within \(milliseconds) ms", noteworthy: true, timedOut: true)
                 case .malformed(let reason): throw Unavailable("the agent's answer is not a frame: \(reason)", noteworthy: true)
                 case .system(let errno): throw Unavailable("could not read the agent's answer: \(errno.message)", noteworthy: true)
                 }
