@@ -18,11 +18,6 @@ import Glibc
 ///   after the server rotated and before the save, the next call says "log in again" (exit 7), and
 ///   the rejected refresh token is never presented a second time.
 @Suite(.serialized) struct AgentKillTests {
-    private func cli(_ arguments: [String], _ environment: [String: String], stdin: Data = Data()) async throws -> ChildResult {
-        let path = try Products.executable("vault")
-        return try await offPool { try ChildProcess.run(path, arguments, environment: environment, stdin: stdin) }
-    }
-
     @Test func killNineMidRefreshLosesNothingAndClientsGoDirect() async throws {
         let server = try TestOAuthServer.require()
         let runs = Int(ProcessInfo.processInfo.environment["TOKENVAULT_AGENT_KILL_RUNS"] ?? "") ?? 6
@@ -43,12 +38,12 @@ import Glibc
                 try await server.fault(user: user, "hold")
 
                 // The agent refreshes the expired token ahead as soon as it has opened the vault.
-                let agent = try await AgentTests.RunningAgent(scratch)
+                let agent = try await RunningAgent(scratch)
                 defer { agent.stop() }
                 try await eventually("the agent's refresh held by the server") { try await server.stats(user: user).held == 1 }
                 // A write acknowledged (`vault set` exited 0) while the agent's refresh is in flight.
                 let value = "written-\(round)-\(UUID().uuidString.prefix(6))"
-                let set = try await cli(["set", written.service, written.account], agent.keyedClient, stdin: Data(value.utf8))
+                let set = try await runVault(["set", written.service, written.account], agent.keyedClient, stdin: Data(value.utf8))
                 #expect(set.status == 0, "\(set)")
 
                 let whileHeld = Bool.random()
@@ -68,7 +63,7 @@ import Glibc
 
                 // Clients go direct within 1 s: the socket file is there, nobody listens.
                 #expect(FileManager.default.fileExists(atPath: agent.socket))
-                let direct = try await cli(["get", written.service, written.account], agent.keyedClient)
+                let direct = try await runVault(["get", written.service, written.account], agent.keyedClient)
                 #expect(direct.stdoutText == value + "\n", "the acknowledged write is lost: \(direct)")
                 #expect(direct.elapsed < .seconds(1), "\(direct.elapsed)")
                 slowestFallback = max(slowestFallback, direct.elapsed)
@@ -76,7 +71,7 @@ import Glibc
                 let afterKill = try #require(try await vault.storedEntry(for: key))
                 let rotated = try await server.stats(user: user).refreshSucceeded > 0
                 let saved = afterKill.token.refreshToken != token.refreshToken
-                let next = try await cli(["get", key.service, key.account, "--fresh"], agent.keyedClient)
+                let next = try await runVault(["get", key.service, key.account, "--fresh"], agent.keyedClient)
                 #expect(next.status == 0 || next.status == 7, "\(next)")
                 let stats = try await server.stats(user: user)
                 if strict {
@@ -85,7 +80,7 @@ import Glibc
                         if rotated && !saved { lostInWindow += 1 }
                         #expect(next.stderr.contains("log in again"), "\(next.stderr)")
                         // The rejected refresh token is never presented again, by anyone.
-                        let again = try await cli(["get", key.service, key.account, "--fresh"], agent.keyedClient)
+                        let again = try await runVault(["get", key.service, key.account, "--fresh"], agent.keyedClient)
                         #expect(again.status == 7, "\(again)")
                         #expect(try await server.stats(user: user).refreshRequests == stats.refreshRequests, "a rejected refresh token was presented twice")
                     }

@@ -13,59 +13,6 @@ import Glibc
 ///
 /// Every test fails (never skips) without the server: run them with Scripts/test.
 @Suite(.serialized) struct AgentTests {
-    /// A running agent and the environments to reach it.
-    final class RunningAgent: @unchecked Sendable {  // immutable after init; the child process is ChildProcess's
-        let process: ChildProcess
-        let socket: String
-        let log: String
-        /// A client that has no key: only the agent can answer it.
-        let keylessClient: [String: String]
-        /// A client that opens the vault itself (the direct path) and also knows the socket.
-        let keyedClient: [String: String]
-
-        init(_ scratch: VaultScratch, arguments: [String] = [], agentEnvironment: [String: String]? = nil, socketDirectory: String? = nil)
-            async throws
-        {
-            let directory = socketDirectory ?? scratch.path("agent")
-            socket = (directory as NSString).appendingPathComponent("agent.sock")
-            log = scratch.path("agent-\(UUID().uuidString.prefix(6)).log")
-            var environment = agentEnvironment ?? scratch.environment(.encryptedFile)
-            environment["TOKEN_VAULT_AGENT_SOCKET"] = socket
-            process = try ChildProcess(try Products.executable("vault"), ["agent"] + arguments, environment: environment, errorPath: log)
-            var keyed = scratch.environment(.encryptedFile)
-            keyed["TOKEN_VAULT_AGENT_SOCKET"] = socket
-            keyedClient = keyed
-            var keyless = keyed
-            keyless["TOKEN_VAULT_KEY_FILE"] = nil
-            keylessClient = keyless
-            let socket = self.socket
-            let process = self.process
-            try await eventually("the agent listening on \(socket)", bound: .seconds(30)) {
-                try #require(process.isRunning, "the agent exited: \(Self.read(self.log))")
-                return (try? AgentClient(socketPath: socket).status()) != nil
-            }
-        }
-
-        static func read(_ path: String) -> String {
-            (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-        }
-
-        var logText: String { Self.read(log) }
-
-        func stop() { process.stop() }
-    }
-
-    private func cli(_ arguments: [String], _ environment: [String: String], stdin: Data = Data()) async throws -> ChildResult {
-        let path = try Products.executable("vault")
-        return try await offPool { try ChildProcess.run(path, arguments, environment: environment, stdin: stdin) }
-    }
-
-    private func bypassing(_ environment: [String: String]) -> [String: String] {
-        var environment = environment
-        environment["TOKEN_VAULT_AGENT"] = "off"
-        return environment
-    }
-
     @Test func getThroughTheAgentEqualsDirectGetAndFollowsDirectWrites() async throws {
         let server = try TestOAuthServer.require()
         let key = try CredentialKey(service: uniqueName("tv-agent-get"), account: "acct")
@@ -80,25 +27,25 @@ import Glibc
             let entry = [key.service, key.account]
 
             for flags in [[], ["--fresh"], ["--header"], ["--fresh", "--header"]] {
-                let viaAgent = try await cli(["get"] + entry + flags, agent.keylessClient)
-                let direct = try await cli(["get"] + entry + flags, bypassing(agent.keyedClient))
+                let viaAgent = try await runVault(["get"] + entry + flags, agent.keylessClient)
+                let direct = try await runVault(["get"] + entry + flags, bypassingAgent(agent.keyedClient))
                 #expect(viaAgent.status == 0, "\(flags): \(viaAgent)")
                 #expect(direct.status == 0, "\(flags): \(direct)")
                 #expect(viaAgent.stdoutText == direct.stdoutText, "\(flags): the agent's answer differs from the vault's")
             }
             // Without a key and with the agent bypassed, the same client cannot read the vault:
             // what it got above came from the agent.
-            let bypassed = try await cli(["get"] + entry, bypassing(agent.keylessClient))
+            let bypassed = try await runVault(["get"] + entry, bypassingAgent(agent.keylessClient))
             #expect(bypassed.status == 6, "\(bypassed)")
 
             // A direct write (the library here, as `vault set`, `login` or `delete` would) is what
             // the agent serves next: it keeps no copy of its own.
             let replaced = OAuthToken(accessToken: "replaced-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
             try await vault.saveToken(replaced, for: key)
-            let afterSet = try await cli(["get"] + entry, agent.keylessClient)
+            let afterSet = try await runVault(["get"] + entry, agent.keylessClient)
             #expect(afterSet.stdoutText == replaced.accessToken + "\n", "\(afterSet)")
             #expect(try await vault.deleteToken(for: key))
-            let afterDelete = try await cli(["get"] + entry, agent.keylessClient)
+            let afterDelete = try await runVault(["get"] + entry, agent.keylessClient)
             #expect(afterDelete.status == 2, "\(afterDelete)")
             #expect(!afterDelete.stderr.contains(replaced.accessToken))
             #expect(!agent.logText.contains(replaced.accessToken), "the agent logged a token")
@@ -115,7 +62,7 @@ import Glibc
             let agent = try await RunningAgent(scratch)
             defer { agent.stop() }
             let stored = try #require(try await vault.token(for: key))
-            let run = try await cli(
+            let run = try await runVault(
                 ["run", "--env", "API_TOKEN=\(key.service)/\(key.account)", "--", "sh", "-c",
                  "printf '%s\\n%s\\n' \"$API_TOKEN\" \"$TOKEN_VAULT_AGENT_SOCKET\"; vault get \(key.service) \(key.account)"],
                 agent.keylessClient.merging(["PATH": "\((try Products.executable("vault") as NSString).deletingLastPathComponent):/usr/bin:/bin"]) { $1 })
@@ -123,7 +70,7 @@ import Glibc
             let lines = run.stdoutText.split(separator: "\n").map(String.init)
             #expect(lines == [stored.accessToken, agent.socket, stored.accessToken], "\(run)")
 
-            let git = try await cli(
+            let git = try await runVault(
                 ["git-credential", "--service", key.service, "--account", key.account, "get"], agent.keylessClient,
                 stdin: Data("protocol=https\nhost=example.com\n\n".utf8))
             #expect(git.status == 0, "\(git)")
@@ -147,23 +94,23 @@ import Glibc
         defer { agent.stop() }
         #expect(try AgentClient(socketPath: agent.socket).status().unlocked == false, "no key given: the agent starts locked")
         // Locked: the client goes direct, which has no key either (exit 6), without waiting.
-        let locked = try await cli(["get", key.service, key.account], agent.keylessClient)
+        let locked = try await runVault(["get", key.service, key.account], agent.keylessClient)
         #expect(locked.status == 6, "\(locked)")
 
-        let wrong = try await cli(["unlock"], agent.keylessClient, stdin: Data("not-the-passphrase\n".utf8))
+        let wrong = try await runVault(["unlock"], agent.keylessClient, stdin: Data("not-the-passphrase\n".utf8))
         #expect(wrong.status == 4, "\(wrong)")
-        let unlock = try await cli(["unlock"], agent.keylessClient, stdin: Data("\(passphrase)\n".utf8))
+        let unlock = try await runVault(["unlock"], agent.keylessClient, stdin: Data("\(passphrase)\n".utf8))
         #expect(unlock.status == 0, "\(unlock)")
-        let served = try await cli(["get", key.service, key.account], agent.keylessClient)
+        let served = try await runVault(["get", key.service, key.account], agent.keylessClient)
         #expect(served.stdoutText == token.accessToken + "\n", "\(served)")
         // No Argon2id per get: the agent holds the key (the whole get well under the KDF's cost).
-        let direct = try await cli(["get", key.service, key.account], bypassing(agent.keylessClient.merging(["TOKEN_VAULT_PASSPHRASE_FILE": try writePassphrase(scratch, passphrase)]) { $1 }))
+        let direct = try await runVault(["get", key.service, key.account], bypassingAgent(agent.keylessClient.merging(["TOKEN_VAULT_PASSPHRASE_FILE": try writePassphrase(scratch, passphrase)]) { $1 }))
         #expect(direct.stdoutText == served.stdoutText)
 
-        let lock = try await cli(["lock"], agent.keylessClient)
+        let lock = try await runVault(["lock"], agent.keylessClient)
         #expect(lock.status == 0, "\(lock)")
         #expect(try AgentClient(socketPath: agent.socket).status().unlocked == false)
-        let afterLock = try await cli(["get", key.service, key.account], agent.keylessClient)
+        let afterLock = try await runVault(["get", key.service, key.account], agent.keylessClient)
         #expect(afterLock.status == 6, "\(afterLock)")
         #expect(!agent.logText.contains(passphrase))
     }
@@ -190,7 +137,7 @@ import Glibc
             var slowest: Duration = .zero
             // Clients that only the agent can serve ask for a fresh token over two lifetimes and more.
             while clock.now - start < .seconds(lifetime * 2.2) {
-                let result = try await cli(["get", key.service, key.account, "--fresh"], agent.keylessClient)
+                let result = try await runVault(["get", key.service, key.account, "--fresh"], agent.keylessClient)
                 #expect(result.status == 0, "\(result)")
                 seen.insert(result.stdoutText)
                 slowest = max(slowest, result.elapsed)
@@ -207,7 +154,7 @@ import Glibc
             #expect((planned.nextRefresh ?? 0) > Date().timeIntervalSince1970 - 1)
 
             // vault status shows the agent and when it refreshes the entry next.
-            let shown = try await cli(["status"], agent.keyedClient)
+            let shown = try await runVault(["status"], agent.keyedClient)
             #expect(shown.stdoutText.contains("agent:") && shown.stdoutText.contains("running (pid \(agent.process.pid))"), "\(shown.stdoutText)")
             #expect(shown.stdoutText.contains("next refresh:") && shown.stdoutText.contains(key.service), "\(shown.stdoutText)")
         }
@@ -285,7 +232,7 @@ import Glibc
             #expect(result.stdoutText.contains("permission-denied") && !result.stdoutText.contains("peer-"), "\(result.stdoutText)")
             try await eventually("the refusal in the agent's log") { agent.logText.contains("refused a connection from uid \(uid)") }
             // The agent's own user is still served.
-            let served = try await cli(["get", key.service, key.account], agent.keylessClient)
+            let served = try await runVault(["get", key.service, key.account], agent.keylessClient)
             #expect(served.status == 0, "\(served)")
         }
     }
@@ -327,7 +274,7 @@ import Glibc
         defer { fake.stop() }
         #expect(try await offPool { fake.readLine() } == "ready")
         let passphrase = "never-to-another-user-\(UUID().uuidString.prefix(6))"
-        let unlock = try await cli(["unlock"], ["TOKEN_VAULT_AGENT_SOCKET": socketPath, "PATH": "/usr/bin:/bin"], stdin: Data("\(passphrase)\n".utf8))
+        let unlock = try await runVault(["unlock"], ["TOKEN_VAULT_AGENT_SOCKET": socketPath, "PATH": "/usr/bin:/bin"], stdin: Data("\(passphrase)\n".utf8))
         #expect(unlock.status != 0, "\(unlock)")
         #expect(unlock.stderr.contains("the passphrase was not sent"), "\(unlock.stderr)")
         #expect(!unlock.stderr.contains(passphrase))
@@ -376,7 +323,7 @@ import Glibc
             for fd in slow { _ = [UInt8]([0, 0]).withUnsafeBytes { send(fd, $0.baseAddress, 2, 0) } }
             // Meanwhile others are served at once.
             for _ in 0..<3 {
-                let served = try await cli(["get", key.service, key.account], agent.keylessClient)
+                let served = try await runVault(["get", key.service, key.account], agent.keylessClient)
                 #expect(served.stdoutText == token.accessToken + "\n", "\(served)")
                 #expect(served.elapsed < .seconds(1), "a client waited \(served.elapsed) behind the slow ones")
             }
@@ -408,7 +355,7 @@ import Glibc
                 let rest = try await offPool { self.readToEnd(fd) }
                 #expect(rest.isEmpty, "a slow client got an answer")
             }
-            let after = try await cli(["get", key.service, key.account], agent.keylessClient)
+            let after = try await runVault(["get", key.service, key.account], agent.keylessClient)
             #expect(after.status == 0, "\(after)")
             #expect(agent.process.isRunning)
         }
@@ -434,7 +381,7 @@ import Glibc
             // The agent refreshes the expired token as soon as it has opened the vault; the
             // server holds that request.
             try await eventually("the agent's refresh held by the server") { try await server.stats(user: user).held == 1 }
-            async let fresh = cli(["get", key.service, key.account, "--fresh"], agent.keylessClient)
+            async let fresh = runVault(["get", key.service, key.account, "--fresh"], agent.keylessClient)
             // The fault under test: the token endpoint answers after 1.5 s (three client deadlines).
             try await Task.sleep(for: .milliseconds(1500))
             try await server.release(user: user)
@@ -457,13 +404,13 @@ import Glibc
             defer { agent.stop() }
             // Stopped: it accepts nothing and answers nothing; the client's deadline sends it direct.
             agent.process.kill(SIGSTOP)
-            let stopped = try await cli(["get", key.service, key.account], agent.keyedClient)
+            let stopped = try await runVault(["get", key.service, key.account], agent.keyedClient)
             #expect(stopped.stdoutText == token.accessToken + "\n", "\(stopped)")
             #expect(stopped.elapsed < .seconds(1), "\(stopped.elapsed)")
             #expect(stopped.stderr.contains("going direct"), "\(stopped)")
             // A fresh token from a stopped agent: the client waits on past its deadline only while
             // the agent's process runs or sleeps, never for a stopped one.
-            let stoppedFresh = try await cli(["get", key.service, key.account, "--fresh"], agent.keyedClient)
+            let stoppedFresh = try await runVault(["get", key.service, key.account, "--fresh"], agent.keyedClient)
             #expect(stoppedFresh.stdoutText == token.accessToken + "\n", "\(stoppedFresh)")
             #expect(stoppedFresh.elapsed < .seconds(1), "\(stoppedFresh.elapsed)")
             // Killed: the socket file stays behind, nobody listens.
@@ -471,14 +418,14 @@ import Glibc
             agent.process.kill(SIGKILL)
             agent.process.wait()
             #expect(FileManager.default.fileExists(atPath: agent.socket))
-            let killed = try await cli(["get", key.service, key.account, "--fresh"], agent.keyedClient)
+            let killed = try await runVault(["get", key.service, key.account, "--fresh"], agent.keyedClient)
             #expect(killed.stdoutText == token.accessToken + "\n", "\(killed)")
             #expect(killed.elapsed < .seconds(1), "\(killed.elapsed)")
             #expect(killed.stderr.isEmpty, "no agent is no news: \(killed.stderr)")
             // A new agent takes over the stale socket.
             let again = try await RunningAgent(scratch)
             defer { again.stop() }
-            let served = try await cli(["get", key.service, key.account], again.keylessClient)
+            let served = try await runVault(["get", key.service, key.account], again.keylessClient)
             #expect(served.stdoutText == token.accessToken + "\n", "\(served)")
         }
     }
@@ -510,7 +457,7 @@ import Glibc
             var client = scratch.environment(.encryptedFile)
             client["TOKEN_VAULT_KEY_FILE"] = nil
             client["TOKEN_VAULT_AGENT_SOCKET"] = socket
-            let served = try await cli(["get", key.service, key.account], client)
+            let served = try await runVault(["get", key.service, key.account], client)
             #expect(served.stdoutText == token.accessToken + "\n", "\(served)")
         }
     }
@@ -524,36 +471,12 @@ import Glibc
             let directory = scratch.path("v2")
             #expect(mkdir(directory, 0o700) == 0)
             let path = directory + "/agent.sock"
-            let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { raw in
-                raw.copyBytes(from: Array(path.utf8))
-                raw[path.utf8.count] = 0
-            }
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            }
-            try #require(bound == 0 && listen(listener, 8) == 0)
-            let served = Task.detached {
-                try await offPool {
-                    let fd = accept(listener, nil, nil)
-                    guard fd >= 0 else { return }
-                    var header = [UInt8](repeating: 0, count: 4)
-                    _ = recv(fd, &header, 4, Int32(MSG_WAITALL))
-                    let length = header.reduce(0) { ($0 << 8) | Int($1) }
-                    var body = [UInt8](repeating: 0, count: length)
-                    _ = recv(fd, &body, length, Int32(MSG_WAITALL))
-                    let reply = AgentResponse.done.encoded(version: 2)
-                    _ = reply.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-                    close(fd)
-                }
-            }
-            defer { close(listener) }
+            let newerAgent = try FakeAgent(path: path, connections: 1) { _ in AgentResponse.done.encoded(version: 2) }
+            defer { newerAgent.close() }
             var environment = scratch.environment(.encryptedFile)
             environment["TOKEN_VAULT_AGENT_SOCKET"] = path
-            let result = try await cli(["get", key.service, key.account], environment)
-            try await served.value
+            let result = try await runVault(["get", key.service, key.account], environment)
+            #expect(try await newerAgent.requestKinds() == [0x01], "the client asked the agent first")
             #expect(result.stdoutText == token.accessToken + "\n", "\(result)")
             #expect(result.stderr.contains("protocol version 2") && result.stderr.contains("going direct"), "\(result.stderr)")
             #expect(!result.stderr.contains(token.accessToken))

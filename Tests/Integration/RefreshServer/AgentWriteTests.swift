@@ -11,21 +11,6 @@ import Glibc
 /// The real binary, a real file vault, the real OAuth server; a client with no key to the vault
 /// can only have written through the agent, one with `TOKEN_VAULT_AGENT=off` only directly.
 @Suite(.serialized) struct AgentWriteTests {
-    typealias RunningAgent = AgentTests.RunningAgent
-
-    private func cli(_ arguments: [String], _ environment: [String: String], stdin: Data = Data()) async throws -> ChildResult {
-        let path = try Products.executable("vault")
-        return try await offPool { try ChildProcess.run(path, arguments, environment: environment, stdin: stdin) }
-    }
-
-    private func bypassing(_ environment: [String: String]) -> [String: String] {
-        var environment = environment
-        environment["TOKEN_VAULT_AGENT"] = "off"
-        return environment
-    }
-
-    private func line(_ token: String) -> Data { Data((token + "\n").utf8) }
-
     @Test func setAndDeleteThroughTheAgentAgreeWithTheDirectPath() async throws {
         let server = try TestOAuthServer.require()
         let key = try CredentialKey(service: uniqueName("tv-agent-write"), account: "acct")
@@ -41,29 +26,29 @@ import Glibc
             // Set through the agent (the keyless client can write no other way): a direct get
             // reads it, the registration is kept, and the message is the direct path's.
             let viaAgent = "via-agent-\(UUID().uuidString.prefix(8))"
-            let set = try await cli(["set"] + entry, agent.keylessClient, stdin: line(viaAgent))
+            let set = try await runVault(["set"] + entry, agent.keylessClient, stdin: stdinLine(viaAgent))
             #expect(set.status == 0, "\(set)")
             #expect(set.stderr == "Saved the token for \(key) (no known expiry) in the file backend.\n", "\(set)")
-            let directGet = try await cli(["get"] + entry, bypassing(agent.keyedClient))
+            let directGet = try await runVault(["get"] + entry, bypassingAgent(agent.keyedClient))
             #expect(directGet.stdoutText == viaAgent + "\n", "\(directGet)")
             #expect(try await vault.tokenEntry(for: key)?.registration == registration, "a plain set keeps the registration")
 
             // Set directly: the agent serves it next; the same words on stderr.
             let direct = "direct-\(UUID().uuidString.prefix(8))"
-            let directSet = try await cli(["set"] + entry, bypassing(agent.keyedClient), stdin: line(direct))
+            let directSet = try await runVault(["set"] + entry, bypassingAgent(agent.keyedClient), stdin: stdinLine(direct))
             #expect(directSet.stderr == set.stderr, "\(directSet)")
-            let agentGet = try await cli(["get"] + entry, agent.keylessClient)
+            let agentGet = try await runVault(["get"] + entry, agent.keylessClient)
             #expect(agentGet.stdoutText == direct + "\n", "\(agentGet)")
 
             // --forget-registration through the agent drops it, as directly.
-            let forgot = try await cli(["set"] + entry + ["--forget-registration"], agent.keylessClient, stdin: line(viaAgent))
+            let forgot = try await runVault(["set"] + entry + ["--forget-registration"], agent.keylessClient, stdin: stdinLine(viaAgent))
             #expect(forgot.status == 0, "\(forgot)")
             #expect(try await vault.tokenEntry(for: key)?.registration == nil)
 
             // Bad input: the same validation, message and exit code on both paths, nothing stored.
-            for (arguments, stdin) in [(["set"] + entry, Data()), (["set"] + entry, Data("error=bad_verification_code&x=1".utf8)), (["set"] + entry + ["--expires-in", "0"], line("x"))] {
-                let throughAgent = try await cli(arguments, agent.keylessClient, stdin: stdin)
-                let directly = try await cli(arguments, bypassing(agent.keyedClient), stdin: stdin)
+            for (arguments, stdin) in [(["set"] + entry, Data()), (["set"] + entry, Data("error=bad_verification_code&x=1".utf8)), (["set"] + entry + ["--expires-in", "0"], stdinLine("x"))] {
+                let throughAgent = try await runVault(arguments, agent.keylessClient, stdin: stdin)
+                let directly = try await runVault(arguments, bypassingAgent(agent.keyedClient), stdin: stdin)
                 #expect(throughAgent.status != 0 && throughAgent.status == directly.status, "\(throughAgent) / \(directly)")
                 #expect(throughAgent.stderr == directly.stderr, "\(throughAgent) / \(directly)")
             }
@@ -71,22 +56,22 @@ import Glibc
 
             // Delete through the agent: gone for the direct path; deleting again says what the
             // direct path says about a missing entry, with its exit code.
-            let deleted = try await cli(["delete"] + entry, agent.keylessClient)
+            let deleted = try await runVault(["delete"] + entry, agent.keylessClient)
             #expect(deleted.status == 0 && deleted.stderr == "Deleted \(key).\n", "\(deleted)")
-            let gone = try await cli(["get"] + entry, bypassing(agent.keyedClient))
+            let gone = try await runVault(["get"] + entry, bypassingAgent(agent.keyedClient))
             #expect(gone.status == 2, "\(gone)")
-            let again = try await cli(["delete"] + entry, agent.keylessClient)
-            let againDirect = try await cli(["delete"] + entry, bypassing(agent.keyedClient))
+            let again = try await runVault(["delete"] + entry, agent.keylessClient)
+            let againDirect = try await runVault(["delete"] + entry, bypassingAgent(agent.keyedClient))
             #expect(again.status == 2 && again.status == againDirect.status, "\(again) / \(againDirect)")
             #expect(again.stderr == againDirect.stderr, "\(again) / \(againDirect)")
 
             // A direct delete of an entry the agent serves: the agent says it is gone.
             let otherToken = "other-\(UUID().uuidString.prefix(8))"
-            #expect(try await cli(["set", other.service, other.account], agent.keylessClient, stdin: line(otherToken)).status == 0)
-            #expect(try await cli(["get", other.service, other.account], agent.keylessClient).stdoutText == otherToken + "\n")
-            let directDelete = try await cli(["delete", other.service, other.account], bypassing(agent.keyedClient))
+            #expect(try await runVault(["set", other.service, other.account], agent.keylessClient, stdin: stdinLine(otherToken)).status == 0)
+            #expect(try await runVault(["get", other.service, other.account], agent.keylessClient).stdoutText == otherToken + "\n")
+            let directDelete = try await runVault(["delete", other.service, other.account], bypassingAgent(agent.keyedClient))
             #expect(directDelete.status == 0 && directDelete.stderr == deleted.stderr.replacingOccurrences(of: "\(key)", with: "\(other)"))
-            #expect(try await cli(["get", other.service, other.account], agent.keylessClient).status == 2)
+            #expect(try await runVault(["get", other.service, other.account], agent.keylessClient).status == 2)
 
             for token in [viaAgent, direct, otherToken] {
                 #expect(!agent.logText.contains(token), "the agent logged a token")
@@ -117,7 +102,7 @@ import Glibc
             ])
             let registration = try server.publicClient()
             let before = try await server.stats(user: user)
-            let set = try await cli(
+            let set = try await runVault(
                 ["set", key.service, key.account, "--token-url", registration.tokenEndpoint.absoluteString, "--client-id", registration.clientID],
                 agent.keylessClient, stdin: response)
             #expect(set.status == 0, "\(set)")
@@ -127,7 +112,7 @@ import Glibc
             let next = try #require(planned.nextRefresh)
             #expect(next > Date().timeIntervalSince1970 - 1 && next < Date().timeIntervalSince1970 + lifetime, "\(planned)")
             // ... and the next get --fresh serves the new token, not the old one.
-            let fresh = try await cli(["get", key.service, key.account, "--fresh"], agent.keylessClient)
+            let fresh = try await runVault(["get", key.service, key.account, "--fresh"], agent.keylessClient)
             #expect(fresh.stdoutText == new.accessToken + "\n", "\(fresh)")
             // The agent refreshes it ahead with the refresh token that came through the write.
             try await eventually("the agent's refresh ahead of the token set through it", bound: .seconds(lifetime * 3)) {
@@ -158,7 +143,7 @@ import Glibc
             let agent = try await RunningAgent(scratch)
             defer { agent.stop() }
             try await eventually("the agent's refresh held by the server") { try await server.stats(user: user).held == 1 }
-            async let delete = cli(["delete", key.service, key.account], agent.keylessClient)
+            async let delete = runVault(["delete", key.service, key.account], agent.keylessClient)
             // The fault under test: the token endpoint answers the refresh in flight after 1.5 s.
             try await Task.sleep(for: .milliseconds(1500))
             try await server.release(user: user)
@@ -169,7 +154,7 @@ import Glibc
             // Gone, on every path, and out of the agent's schedule at once.
             #expect(try await vault.token(for: key) == nil, "the refresh in flight wrote the deleted entry back")
             #expect(try AgentClient(socketPath: agent.socket).status().entries.allSatisfy { $0.service != key.service })
-            #expect(try await cli(["get", key.service, key.account, "--fresh"], agent.keylessClient).status == 2)
+            #expect(try await runVault(["get", key.service, key.account, "--fresh"], agent.keylessClient).status == 2)
         }
     }
 
@@ -190,26 +175,26 @@ import Glibc
         let agent = try await RunningAgent(scratch, agentEnvironment: environment)
         defer { agent.stop() }
         // Locked: the write goes direct, which has no passphrase (exit 6), and nothing changes.
-        let locked = try await cli(["set", key.service, key.account], agent.keylessClient, stdin: line("while-locked"))
+        let locked = try await runVault(["set", key.service, key.account], agent.keylessClient, stdin: stdinLine("while-locked"))
         #expect(locked.status != 0, "\(locked)")
-        #expect(try await cli(["unlock"], agent.keylessClient, stdin: Data("\(passphrase)\n".utf8)).status == 0)
+        #expect(try await runVault(["unlock"], agent.keylessClient, stdin: Data("\(passphrase)\n".utf8)).status == 0)
 
         let passphraseFile = scratch.path("passphrase")
         #expect(FileManager.default.createFile(atPath: passphraseFile, contents: Data(passphrase.utf8), attributes: [.posixPermissions: 0o600]))
-        let withPassphrase = bypassing(agent.keylessClient.merging(["TOKEN_VAULT_PASSPHRASE_FILE": passphraseFile]) { $1 })
-        let direct = try await cli(["set", key.service, key.account], withPassphrase, stdin: line("direct-with-passphrase"))
+        let withPassphrase = bypassingAgent(agent.keylessClient.merging(["TOKEN_VAULT_PASSPHRASE_FILE": passphraseFile]) { $1 })
+        let direct = try await runVault(["set", key.service, key.account], withPassphrase, stdin: stdinLine("direct-with-passphrase"))
         #expect(direct.status == 0, "\(direct)")
 
         let token = "pass-write-\(UUID().uuidString.prefix(8))"
-        let set = try await cli(["set", key.service, key.account], agent.keylessClient, stdin: line(token))
+        let set = try await runVault(["set", key.service, key.account], agent.keylessClient, stdin: stdinLine(token))
         #expect(set.status == 0 && set.stderr == direct.stderr, "\(set) / \(direct)")
         // No Argon2id in the client: faster than the direct set, which derives the key.
         #expect(set.elapsed < direct.elapsed, "through the agent \(set.elapsed), direct \(direct.elapsed)")
-        #expect(try await cli(["get", key.service, key.account], withPassphrase).stdoutText == token + "\n")
+        #expect(try await runVault(["get", key.service, key.account], withPassphrase).stdoutText == token + "\n")
 
-        let deleted = try await cli(["delete", key.service, key.account], agent.keylessClient)
+        let deleted = try await runVault(["delete", key.service, key.account], agent.keylessClient)
         #expect(deleted.status == 0, "\(deleted)")
-        #expect(try await cli(["get", key.service, key.account], withPassphrase).status == 2)
+        #expect(try await runVault(["get", key.service, key.account], withPassphrase).status == 2)
         #expect(!agent.logText.contains(passphrase) && !agent.logText.contains(token))
     }
 
@@ -220,22 +205,22 @@ import Glibc
         try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
             try await vault.saveToken(OAuthToken(accessToken: "before-kill"), for: key)
             let agent = try await RunningAgent(scratch)
-            let served = try await cli(["set", key.service, key.account], agent.keylessClient, stdin: line("through-the-agent"))
+            let served = try await runVault(["set", key.service, key.account], agent.keylessClient, stdin: stdinLine("through-the-agent"))
             #expect(served.status == 0, "\(served)")
             agent.process.kill(SIGKILL)
             agent.process.wait()
             #expect(FileManager.default.fileExists(atPath: agent.socket))
 
             let token = "after-kill-\(UUID().uuidString.prefix(8))"
-            let set = try await cli(["set", key.service, key.account], agent.keyedClient, stdin: line(token))
+            let set = try await runVault(["set", key.service, key.account], agent.keyedClient, stdin: stdinLine(token))
             #expect(set.status == 0 && set.stderr == served.stderr, "\(set) / \(served)")
             #expect(set.elapsed < .seconds(1), "\(set.elapsed)")
             #expect(try await vault.token(for: key)?.accessToken == token)
-            let deleted = try await cli(["delete", key.service, key.account], agent.keyedClient)
+            let deleted = try await runVault(["delete", key.service, key.account], agent.keyedClient)
             #expect(deleted.status == 0 && deleted.stderr == "Deleted \(key).\n", "\(deleted)")
             #expect(try await vault.token(for: key) == nil)
             // The keyless client has no direct path: with no agent its write fails as without one.
-            let keyless = try await cli(["set", key.service, key.account], agent.keylessClient, stdin: line(token))
+            let keyless = try await runVault(["set", key.service, key.account], agent.keylessClient, stdin: stdinLine(token))
             #expect(keyless.status == 6, "\(keyless)")
         }
     }
@@ -249,49 +234,22 @@ import Glibc
             let directory = scratch.path("old-agent")
             #expect(mkdir(directory, 0o700) == 0)
             let path = directory + "/agent.sock"
-            let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { raw in
-                raw.copyBytes(from: Array(path.utf8))
-                raw[path.utf8.count] = 0
+            let oldAgent = try FakeAgent(path: path, connections: 2) { body in
+                AgentResponse.failure(
+                    code: "invalid-input", message: "The request is malformed: unknown message kind \(body.count > 1 ? body[1] : 0).").encoded()
             }
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            }
-            try #require(bound == 0 && listen(listener, 8) == 0)
-            defer { close(listener) }
-            let kinds = Task.detached { () -> [UInt8] in
-                try await offPool {
-                    var kinds: [UInt8] = []
-                    for _ in 0..<2 {
-                        let fd = accept(listener, nil, nil)
-                        guard fd >= 0 else { break }
-                        var header = [UInt8](repeating: 0, count: 4)
-                        _ = recv(fd, &header, 4, Int32(MSG_WAITALL))
-                        let length = header.reduce(0) { ($0 << 8) | Int($1) }
-                        var body = [UInt8](repeating: 0, count: length)
-                        _ = recv(fd, &body, length, Int32(MSG_WAITALL))
-                        kinds.append(body.count > 1 ? body[1] : 0)
-                        let reply = AgentResponse.failure(
-                            code: "invalid-input", message: "The request is malformed: unknown message kind \(body.count > 1 ? body[1] : 0).").encoded()
-                        _ = reply.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-                        close(fd)
-                    }
-                    return kinds
-                }
-            }
+            defer { oldAgent.close() }
             var environment = scratch.environment(.encryptedFile)
             environment["TOKEN_VAULT_AGENT_SOCKET"] = path
             let token = "old-agent-\(UUID().uuidString.prefix(8))"
-            let set = try await cli(["set", key.service, key.account], environment, stdin: line(token))
+            let set = try await runVault(["set", key.service, key.account], environment, stdin: stdinLine(token))
             #expect(set.status == 0, "\(set)")
             #expect(set.stderr.contains("does not take writes") && set.stderr.contains("going direct"), "\(set.stderr)")
             #expect(try await vault.token(for: key)?.accessToken == token)
-            let deleted = try await cli(["delete", key.service, key.account], environment)
+            let deleted = try await runVault(["delete", key.service, key.account], environment)
             #expect(deleted.status == 0 && deleted.stderr.hasSuffix("Deleted \(key).\n"), "\(deleted)")
             #expect(try await vault.token(for: key) == nil)
-            #expect(try await kinds.value == [0x06, 0x07], "the client asked the agent first")
+            #expect(try await oldAgent.requestKinds() == [0x06, 0x07], "the client asked the agent first")
             #expect(!set.stderr.contains(token))
         }
     }

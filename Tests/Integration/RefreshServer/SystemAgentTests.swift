@@ -98,7 +98,7 @@ import Glibc
             // Counted before the agent starts: its refresh ahead may get to the expired token
             // before A asks; either way the server sees one refresh, the agent's.
             let before = try await server.stats(user: serverUser)
-            let agent = try await AgentTests.RunningAgent(scratch, arguments: ["--policy", policy], socketDirectory: directory)
+            let agent = try await RunningAgent(scratch, arguments: ["--policy", policy], socketDirectory: directory)
             defer { agent.stop() }
             #expect(try Self.mode(agent.socket) == 0o666)
 
@@ -198,7 +198,7 @@ import Glibc
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let policy = directory + "/policy"
             Self.writePolicy("user \(userA.name) \(granted.service) deploy\n", to: policy)
-            let agent = try await AgentTests.RunningAgent(scratch, arguments: ["--policy", policy], socketDirectory: directory)
+            let agent = try await RunningAgent(scratch, arguments: ["--policy", policy], socketDirectory: directory)
             defer { agent.stop() }
             let vaultBinary = try Self.installVault(in: directory)
             let client = ["TOKEN_VAULT_AGENT_SOCKET": agent.socket]
@@ -265,7 +265,7 @@ import Glibc
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let policy = directory + "/policy"
             Self.writePolicy("user \(userA.name) \(first.service) deploy\n", to: policy)
-            let agent = try await AgentTests.RunningAgent(scratch, arguments: ["--policy", policy], socketDirectory: directory)
+            let agent = try await RunningAgent(scratch, arguments: ["--policy", policy], socketDirectory: directory)
             defer { agent.stop() }
             let vaultBinary = try Self.installVault(in: directory)
             let client = ["TOKEN_VAULT_AGENT_SOCKET": agent.socket]
@@ -331,7 +331,7 @@ import Glibc
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let policy = directory + "/policy"
             Self.writePolicy("user \(userA.name) \(key.service) deploy\nuser \(userB.name) \(key.service) deploy\n", to: policy)
-            let agent = try await AgentTests.RunningAgent(
+            let agent = try await RunningAgent(
                 scratch, arguments: ["--policy", policy, "--max-connections", "5", "--max-connections-per-user", "2"], socketDirectory: directory)
             defer { agent.stop() }
             let vaultBinary = try Self.installVault(in: directory)

@@ -128,7 +128,7 @@ extension RefreshCrossProcessTests {
                 children.append(child)
             }
             let pids = children.map(\.process.processIdentifier)
-            try await eventually("all \(count) processes waiting on the key's lock") { openers(of: lockFile, among: pids).count == count }
+            try await eventually("all \(count) processes waiting on the key's lock") { descriptors(on: lockFile, among: pids).count == count }
             close(descriptor)
             released = true
 
@@ -153,19 +153,6 @@ extension RefreshCrossProcessTests {
             #expect(late.output == "\(stored.accessToken)\n")
             #expect(try await server.stats(user: user).refreshRequests == 1)
         }
-    }
-
-    /// The pids whose open files include `path`, from /proc.
-    private func openers(of path: String, among pids: [Int32]) -> Set<Int32> {
-        var found = Set<Int32>()
-        for pid in pids {
-            let directory = "/proc/\(pid)/fd"
-            guard let entries = try? FileManager.default.contentsOfDirectory(atPath: directory) else { continue }
-            for entry in entries where (try? FileManager.default.destinationOfSymbolicLink(atPath: "\(directory)/\(entry)")) == path {
-                found.insert(pid)
-            }
-        }
-        return found
     }
 }
 
