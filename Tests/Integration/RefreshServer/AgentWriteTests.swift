@@ -143,13 +143,21 @@ import Glibc
             let agent = try await RunningAgent(scratch)
             defer { agent.stop() }
             try await eventually("the agent's refresh held by the server") { try await server.stats(user: user).held == 1 }
-            async let delete = runVault(["delete", key.service, key.account], agent.keylessClient)
-            // The fault under test: the token endpoint answers the refresh in flight after 1.5 s.
-            try await Task.sleep(for: .milliseconds(1500))
+            let delete = try BackgroundCommand(
+                vault: ["delete", key.service, key.account], environment: agent.keylessClient, errorPath: scratch.path("delete.err"))
+            defer { delete.process.stop() }
+            // The race under test, seen as it happens: the agent holds the entry's lock file open
+            // twice (the refresh's lock, and the delete waiting for it), and the client, past its
+            // 0.5 s, says that it waits on. Only then does the token endpoint answer.
+            let lockFile = try scratch.lockFile(.encryptedFile, for: key)
+            try await eventually("the delete waiting in the agent for the refresh's lock") {
+                descriptors(on: lockFile, among: [agent.process.pid])[agent.process.pid] == 2
+                    && delete.stderrText.contains("waiting up to")
+            }
+            #expect(delete.isRunning, "the delete was answered while the refresh held the entry's lock")
             try await server.release(user: user)
-            let deleted = try await delete
+            let deleted = try await delete.finish()
             #expect(deleted.status == 0, "\(deleted)")
-            #expect(deleted.elapsed > .seconds(1), "the delete did not wait for the refresh in flight: \(deleted.elapsed)")
             #expect(try await server.stats(user: user).refreshSucceeded == before.refreshSucceeded + 1, "the held refresh finished")
             // Gone, on every path, and out of the agent's schedule at once.
             #expect(try await vault.token(for: key) == nil, "the refresh in flight wrote the deleted entry back")
