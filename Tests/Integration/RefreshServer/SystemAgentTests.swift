@@ -202,10 +202,9 @@ import Glibc
             defer { agent.stop() }
             let vaultBinary = try Self.installVault(in: directory)
             let client = ["TOKEN_VAULT_AGENT_SOCKET": agent.socket]
-            // `--fresh`, as the read test does: a plain get gives a busy agent 0.5 s before it goes
-            // direct, which a granted user cannot (the vault is not theirs); CI's loaded first
-            // request once took longer. A `--fresh` request waits while the agent is alive.
-            let first = try await run(as: userA, vaultBinary, ["get", granted.service, granted.account, "--fresh"], environment: client)
+            // A plain get: a granted user waits for a busy agent (CI's loaded first request once
+            // took longer than 0.5 s); it has no direct path to go to.
+            let first = try await run(as: userA, vaultBinary, ["get", granted.service, granted.account], environment: client)
             #expect(first.stdoutText == token.accessToken + "\n", "status \(first.status): \(first.stderr)")
 
             let planted = "planted-\(UUID().uuidString.prefix(8))"
@@ -232,8 +231,78 @@ import Glibc
             let written = try AgentClient(socketPath: agent.socket).store(
                 try AgentStoreRequest(key: granted, keepingRegistration: replaced, vault: identity))
             #expect(written.backend == "file")
-            let after = try await run(as: userA, vaultBinary, ["get", granted.service, granted.account, "--fresh"], environment: client)
+            let after = try await run(as: userA, vaultBinary, ["get", granted.service, granted.account], environment: client)
             #expect(after.stdoutText == replaced.accessToken + "\n", "status \(after.status): \(after.stderr)")
+        }
+    }
+
+    /// A granted user cannot go direct (the vault is not theirs), so its plain `vault get` does not
+    /// give up on a busy agent after the 0.5 s that a user who can read the vault gets (that one
+    /// keeps the fast fallback: AgentTests). It says that it waits, and gets the token once the
+    /// agent answers (busy here: stopped with SIGSTOP, then continued); when no answer comes
+    /// within the bound (10 s for a read) or the agent dies meanwhile, it fails with exit 6 and
+    /// says why, and never tries the direct path.
+    @Test func aGrantedUserWaitsForABusyAgentAndSaysWhyWhenItGivesUp() async throws {
+        try #require(getuid() == 0, "this test creates a user (useradd) and runs clients as it with setpriv; Scripts/test runs as root in CI")
+        let userA = try await Self.user("tv-sysagent-a")
+        defer { _ = try? ChildProcess.run("/usr/sbin/userdel", ["tv-sysagent-a"], environment: [:]) }
+        let granted = try CredentialKey(service: uniqueName("tv-sys-busy"), account: "deploy")
+        try await withVault(.encryptedFile, services: [granted.service]) { scratch, vault in
+            let token = OAuthToken(accessToken: "busy-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+            try await vault.saveToken(token, for: granted)
+            let directory = Self.socketDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let policy = directory + "/policy"
+            Self.writePolicy("user \(userA.name) \(granted.service) deploy\n", to: policy)
+            let agent = try await RunningAgent(scratch, arguments: ["--policy", policy], socketDirectory: directory)
+            defer { agent.stop() }
+            let vaultBinary = try Self.installVault(in: directory)
+            let client = ["TOKEN_VAULT_AGENT_SOCKET": agent.socket]
+            /// A's `vault get` of the granted entry, in the background.
+            func startGet(_ label: String) throws -> BackgroundCommand {
+                try BackgroundCommand(
+                    "/usr/bin/setpriv",
+                    ["--reuid=\(userA.uid)", "--regid=\(userA.gid)", "--clear-groups", "--", vaultBinary, "get", granted.service, granted.account],
+                    environment: ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"].merging(client) { $1 },
+                    errorPath: scratch.path("\(label).err"))
+            }
+
+            // Busy: the client says that it waits (past 0.5 s), and is served once the agent goes on.
+            agent.process.kill(SIGSTOP)
+            let patient = try startGet("patient")
+            defer { patient.process.stop() }
+            try await eventually("A's get waiting for the stopped agent") { patient.stderrText.contains("waiting up to 10 s") }
+            #expect(patient.isRunning, "\(patient.stderrText)")
+            agent.process.kill(SIGCONT)
+            let served = try await patient.finish()
+            #expect(served.status == 0 && served.stdoutText == token.accessToken + "\n", "\(served)")
+            #expect(!served.stderr.contains("going direct"), "\(served)")
+
+            // No answer within the bound: exit 6, saying why, and no direct attempt.
+            agent.process.kill(SIGSTOP)
+            let gaveUp = try await run(as: userA, vaultBinary, ["get", granted.service, granted.account], environment: client)
+            agent.process.kill(SIGCONT)
+            #expect(gaveUp.status == 6 && gaveUp.stdout.isEmpty, "\(gaveUp)")
+            #expect(
+                gaveUp.stderr.contains("did not answer within 10000 ms") && gaveUp.stderr.contains("is stopped")
+                    && gaveUp.stderr.contains("no direct path"), "\(gaveUp.stderr)")
+            #expect(!gaveUp.stderr.contains("going direct"), "\(gaveUp.stderr)")
+            #expect(gaveUp.elapsed >= .seconds(10), "A gave up before the bound: \(gaveUp.elapsed)")
+            #expect(try await run(as: userA, vaultBinary, ["get", granted.service, granted.account], environment: client).status == 0)
+
+            // The agent dies while A waits: A says so at once, exit 6, without waiting out the bound.
+            agent.process.kill(SIGSTOP)
+            let orphan = try startGet("orphan")
+            defer { orphan.process.stop() }
+            try await eventually("A's get waiting for the stopped agent") { orphan.stderrText.contains("waiting up to") }
+            agent.process.kill(SIGKILL)
+            let lost = try await orphan.finish()
+            #expect(lost.status == 6 && lost.stdout.isEmpty, "\(lost)")
+            #expect(lost.stderr.contains("closed the connection without an answer") && lost.stderr.contains("no direct path"), "\(lost.stderr)")
+            #expect(lost.elapsed < .seconds(9), "A waited for a dead agent: \(lost.elapsed)")
+            for result in [served, gaveUp, lost] {
+                #expect(!result.stderr.contains(token.accessToken), "a token in a message")
+            }
         }
     }
 
