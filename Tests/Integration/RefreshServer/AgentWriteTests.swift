@@ -114,12 +114,15 @@ import Glibc
             // ... and the next get --fresh serves the new token, not the old one.
             let fresh = try await runVault(["get", key.service, key.account, "--fresh"], agent.keylessClient)
             #expect(fresh.stdoutText == new.accessToken + "\n", "\(fresh)")
-            // The agent refreshes it ahead with the refresh token that came through the write.
-            try await eventually("the agent's refresh ahead of the token set through it", bound: .seconds(lifetime * 3)) {
-                try await server.stats(user: user).refreshSucceeded > before.refreshSucceeded
+            // The agent refreshes it ahead with the refresh token that came through the write: the
+            // server answered it, and (a moment later: the server counts before the agent saves)
+            // the vault holds its token.
+            try await eventually("the agent's refresh ahead of the token set through it, saved", bound: .seconds(lifetime * 3)) {
+                guard try await server.stats(user: user).refreshSucceeded > before.refreshSucceeded else { return false }
+                return try await vault.token(for: key).map { $0.accessToken != new.accessToken } == true
             }
             let refreshed = try #require(try await vault.token(for: key))
-            #expect(refreshed.accessToken != new.accessToken)
+            #expect(try await server.user(for: refreshed) == user, "the vault holds the token the server issued")
             for secret in [new.accessToken, new.refreshToken ?? "-", refreshed.accessToken] {
                 #expect(!agent.logText.contains(secret), "the agent logged a token")
                 #expect(!set.stderr.contains(secret))
