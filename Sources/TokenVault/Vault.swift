@@ -13,7 +13,7 @@ public import Logging
 /// `Vault` is a value type and `Sendable`; copies share the same store.
 public struct Vault: Sendable {
     /// The store behind this vault.
-    public let store: any CredentialStore
+    package let store: any CredentialStore
     /// Which backend is in use and why.
     public let selection: BackendSelection
     package let logger: Logger
