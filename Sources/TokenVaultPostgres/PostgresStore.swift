@@ -210,8 +210,10 @@ public final class PostgresStore: CredentialStore, Sendable {
     /// last heartbeat is recent. `false` without ``Options/readCache``.
     package var isReadCacheListening: Bool { readCache?.isServing ?? false }
 
-    /// How many gets the read cache has served (0 without ``Options/readCache``).
-    package var readCacheHits: Int { readCache?.hits ?? 0 }
+    /// How many gets the read cache has served (0 without ``Options/readCache``). For the
+    /// benchmark (Benchmarks/Postgres) and the tests, not an application.
+    @_spi(Benchmarks)
+    public var readCacheHits: Int { readCache?.hits ?? 0 }
 
     var current: Sealing { sealing.withLock { $0 } }
 
