@@ -208,7 +208,8 @@ public final class PostgresStore: CredentialStore, Sendable {
 
     /// Whether the read cache serves gets now: it is on, its listener holds `LISTEN`, and its
     /// last heartbeat is recent. `false` without ``Options/readCache``.
-    package var isReadCacheListening: Bool { readCache?.isServing ?? false }
+    @_spi(Benchmarks)
+    public var isReadCacheListening: Bool { readCache?.isServing ?? false }
 
     /// How many gets the read cache has served (0 without ``Options/readCache``). For the
     /// benchmark (Benchmarks/Postgres) and the tests, not an application.
