@@ -45,7 +45,7 @@ public enum BackendKind: Hashable, Sendable, CustomStringConvertible, RawReprese
     /// Whether the `TokenVault` library opens this kind by itself: the Secret Service, the
     /// encrypted file and memory. Any other kind is opened by a backend registered with
     /// ``VaultBackends``.
-    public var isBuiltIn: Bool {
+    package var isBuiltIn: Bool {
         switch self {
         case .secretService, .file, .memory: true
         case .postgres, .custom: false

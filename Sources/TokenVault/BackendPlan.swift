@@ -20,8 +20,8 @@ internal import Glibc
 /// - Otherwise (no session bus, no provider, no default collection, no answer in time) `auto`
 ///   uses the encrypted file. Nothing ever falls back to plain text.
 /// - A backend that is not TokenVault's own (PostgreSQL) is used only when the program
-///   registered it (``VaultBackends``); otherwise the plan is refused and names it in
-///   ``unregisteredBackend``, so that a program can hand the command to one that has it.
+///   registered it (``VaultBackends``); otherwise the plan is refused and names it, so
+///   that a program can hand the command to one that has it.
 public struct BackendPlan: Sendable, CustomStringConvertible {
     /// What the plan comes to.
     public enum Decision: Sendable {
@@ -32,7 +32,7 @@ public struct BackendPlan: Sendable, CustomStringConvertible {
     }
 
     /// The backend the configuration asked for.
-    public let requested: VaultConfiguration.Backend
+    package let requested: VaultConfiguration.Backend
     /// The backend to use, or why none can be.
     public let decision: Decision
     /// Why, in words.
@@ -40,30 +40,30 @@ public struct BackendPlan: Sendable, CustomStringConvertible {
     /// What the Secret Service probe found, if it ran.
     public let probe: SecretServiceProbe?
     /// The configuration's vault file, whether or not it is used.
-    public let filePath: String
+    package let filePath: String
     /// Whether something is at ``filePath``. Only a definite "no such file" counts as absent.
-    public let fileExists: Bool
+    package let fileExists: Bool
     /// Things a person should know, such as a vault file that `auto` leaves unused.
     public let warnings: [String]
     /// Where a registered backend's vault is, as it names it (a database without its password);
     /// `nil` for TokenVault's own backends, whose place is ``filePath`` or the Secret Service.
-    public let location: String?
+    package let location: String?
     /// The backend the configuration names that this program has not registered (see
     /// ``VaultBackends``): the plan is refused, and the `vault` command hands itself over to the
     /// program that has it (`vault-full`).
-    public let unregisteredBackend: BackendKind?
+    package let unregisteredBackend: BackendKind?
 
     /// The backend to use, or `nil` when the plan is refused.
-    public var backend: BackendKind? {
+    package var backend: BackendKind? {
         if case .use(let backend) = decision { return backend }
         return nil
     }
 
     /// Whether the encrypted file will be opened.
-    public var usesFile: Bool { backend == .file }
+    package var usesFile: Bool { backend == .file }
 
     /// The backend a registered ``VaultBackend`` opens, when the plan uses one.
-    public var registeredBackend: (any VaultBackend)? {
+    package var registeredBackend: (any VaultBackend)? {
         guard let backend, !backend.isBuiltIn else { return nil }
         return VaultBackends.backend(for: backend)
     }
@@ -71,13 +71,13 @@ public struct BackendPlan: Sendable, CustomStringConvertible {
     /// The backend that `configuration` names and this program has not registered, if any,
     /// decided without probing or opening anything: what ``unregisteredBackend`` of its plan
     /// will be. The `vault` command asks this before it reads or writes anything.
-    public static func unregisteredBackend(for configuration: VaultConfiguration) -> BackendKind? {
+    package static func unregisteredBackend(for configuration: VaultConfiguration) -> BackendKind? {
         guard let kind = configuration.backend.kind, !VaultBackends.isAvailable(kind) else { return nil }
         return kind
     }
 
     /// The error opening would fail with, when the plan is refused.
-    public var refusal: VaultError? {
+    package var refusal: VaultError? {
         if case .refuse(let error) = decision { return error }
         return nil
     }

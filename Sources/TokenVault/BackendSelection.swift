@@ -1,8 +1,5 @@
 /// Which backend a ``Vault`` uses, and why: what ``BackendPlan`` decided, once the store is open.
 public struct BackendSelection: Sendable, CustomStringConvertible {
-    /// The kind of backend in use.
-    public typealias Backend = BackendKind
-
     /// The backend in use.
     public let backend: BackendKind
     /// Why it was chosen, in words.
@@ -10,11 +7,11 @@ public struct BackendSelection: Sendable, CustomStringConvertible {
     /// What the Secret Service probe found, if it ran.
     public let probe: SecretServiceProbe?
     /// The vault file, for the file backend.
-    public let filePath: String?
+    package let filePath: String?
     /// Where a registered backend's vault is, as it names it (a database, without its password).
-    public let location: String?
+    package let location: String?
 
-    public init(
+    package init(
         backend: BackendKind, reason: String, probe: SecretServiceProbe? = nil, filePath: String? = nil, location: String? = nil
     ) {
         self.backend = backend

@@ -8,15 +8,15 @@ import Foundation
 /// normalised to Unicode NFC, so `"é"` typed precomposed or decomposed names the same entry in
 /// every backend.
 ///
-/// Names are UTF-8. Bytes that are not UTF-8 are refused by ``init(utf8Service:utf8Account:)``;
+/// Names are UTF-8. Bytes that are not UTF-8 are refused where a key is made from bytes;
 /// a `String` made from them with `String(decoding:as:)` holds U+FFFD, which is refused too, so
 /// that `caf\xE8` and `caf\xE9` can never both become `caf\u{FFFD}` and overwrite each other.
 /// Bidirectional overrides are refused because they make a name print as another one
 /// (`vault list` would show `moc.elpmaxe` reversed into `example.com`).
 ///
 /// A name read back from a store that another program wrote (or an older release) may still hold
-/// such characters: ``description``, ``displayService`` and ``displayAccount`` escape them as
-/// `\u{…}`, so they are never printed as they are.
+/// such characters: ``description`` escapes them as `\u{…}`, so they are never printed as they
+/// are.
 public struct CredentialKey: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
     /// The account used when none is given.
     public static let defaultAccount = "default"
@@ -42,7 +42,7 @@ public struct CredentialKey: Hashable, Comparable, Sendable, Codable, CustomStri
     /// refusing bytes that are not UTF-8 instead of repairing them, and then checking as
     /// ``init(service:account:)`` does.
     /// - Throws: ``VaultError`` with code `invalidInput`.
-    public init(utf8Service service: some Collection<UInt8>, utf8Account account: some Collection<UInt8>) throws {
+    package init(utf8Service service: some Collection<UInt8>, utf8Account account: some Collection<UInt8>) throws {
         guard let serviceText = String(validating: service, as: UTF8.self) else {
             throw VaultError(.invalidInput, "The service name is not valid UTF-8.")
         }
@@ -106,9 +106,9 @@ public struct CredentialKey: Hashable, Comparable, Sendable, Codable, CustomStri
     }
 
     /// The service, escaped to be printed (see ``escaped(_:)``).
-    public var displayService: String { Self.escaped(service) }
+    package var displayService: String { Self.escaped(service) }
     /// The account, escaped to be printed (see ``escaped(_:)``).
-    public var displayAccount: String { Self.escaped(account) }
+    package var displayAccount: String { Self.escaped(account) }
 
     /// Printable ASCII only (U+0020–U+007E): already in NFC, with no control, bidirectional or
     /// replacement character, so it needs neither normalising nor escaping. Most names are, and

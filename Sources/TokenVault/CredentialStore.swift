@@ -74,7 +74,7 @@ public protocol CredentialStore: Sendable {
 extension CredentialStore {
     /// The backend's short, stable name, such as `secret-service`, `file` or `memory`: the
     /// ``backend``'s raw value, for messages and logs. Switch on ``backend`` instead.
-    public var backendName: String { backend.rawValue }
+    package var backendName: String { backend.rawValue }
 
     /// Stores opaque bytes under `key`.
     public func save(_ secret: Data, for key: CredentialKey) async throws {

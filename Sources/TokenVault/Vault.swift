@@ -13,7 +13,7 @@ public import Logging
 /// `Vault` is a value type and `Sendable`; copies share the same store.
 public struct Vault: Sendable {
     /// The store behind this vault.
-    public let store: any CredentialStore
+    package let store: any CredentialStore
     /// Which backend is in use and why.
     public let selection: BackendSelection
     package let logger: Logger
@@ -152,14 +152,21 @@ public struct Vault: Sendable {
         }
     }
 
-    /// Removes the token under `key`. Returns whether there was one.
-    @discardableResult
+    /// Removes the entry under `key`, a token or an opaque secret. Returns whether there was one.
     ///
     /// A refresh of the same entry that is in flight finishes first (the delete takes the entry's
     /// refresh lock, waiting up to 30 s), so the refresh cannot write the entry back afterwards.
-    public func deleteToken(for key: CredentialKey) async throws -> Bool {
+    @discardableResult
+    public func delete(_ key: CredentialKey) async throws -> Bool {
         let store = self.store
         return try await withEntryLock(key, timeout: .seconds(30)) { try await store.delete(key) }
+    }
+
+    /// Removes the token under `key`: the same as ``delete(_:)``, which removes any entry.
+    @available(*, deprecated, renamed: "delete(_:)")
+    @discardableResult
+    public func deleteToken(for key: CredentialKey) async throws -> Bool {
+        try await delete(key)
     }
 
     /// The keys that hold entries, sorted, optionally only those of one service.
@@ -179,13 +186,10 @@ public struct Vault: Sendable {
         try await store.load(key)
     }
 
-    /// Removes the entry under `key`. Returns whether there was one.
+    /// Removes the secret under `key`: the same as ``delete(_:)``, which removes any entry.
+    @available(*, deprecated, renamed: "delete(_:)")
     @discardableResult
-    ///
-    /// A refresh of the same entry that is in flight finishes first (the delete takes the entry's
-    /// refresh lock, waiting up to 30 s), so the refresh cannot write the entry back afterwards.
     public func deleteSecret(for key: CredentialKey) async throws -> Bool {
-        let store = self.store
-        return try await withEntryLock(key, timeout: .seconds(30)) { try await store.delete(key) }
+        try await delete(key)
     }
 }

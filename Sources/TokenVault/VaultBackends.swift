@@ -41,8 +41,8 @@ public enum VaultBackends: Sendable {
     /// this process, replacing one registered earlier for the same kind. Register at start,
     /// before opening a vault.
     ///
-    /// - Precondition: `backend.kind` is not one of TokenVault's own backends (``BackendKind/isBuiltIn``),
-    ///   which cannot be replaced.
+    /// - Precondition: `backend.kind` is not one of TokenVault's own backends (the Secret
+    ///   Service, the encrypted file, memory), which cannot be replaced.
     public static func register(_ backend: any VaultBackend) {
         precondition(!backend.kind.isBuiltIn, "TokenVault opens the \(backend.kind) backend itself; it cannot be registered")
         registry.withLock { $0[backend.kind] = backend }
@@ -54,7 +54,7 @@ public enum VaultBackends: Sendable {
     }
 
     /// Whether a vault of `kind` can be opened in this process: a built-in kind, or a registered one.
-    public static func isAvailable(_ kind: BackendKind) -> Bool {
+    package static func isAvailable(_ kind: BackendKind) -> Bool {
         kind.isBuiltIn || backend(for: kind) != nil
     }
 }

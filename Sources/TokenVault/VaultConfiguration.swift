@@ -64,7 +64,8 @@ public struct VaultConfiguration: Sendable {
 
     /// The backend to use.
     public var backend: Backend
-    /// The vault file; `nil` means ``defaultFilePath(environment:)``.
+    /// The vault file; `nil` means the default, `$XDG_DATA_HOME/token-vault/tokens.vault` (or
+    /// `~/.local/share/token-vault/tokens.vault`).
     public var filePath: String?
     /// How to unlock the vault file.
     public var keySource: KeySource?
@@ -140,7 +141,7 @@ public struct VaultConfiguration: Sendable {
 
     /// The default vault file, following the XDG base directory spec:
     /// `$XDG_DATA_HOME/token-vault/tokens.vault`, or `~/.local/share/token-vault/tokens.vault`.
-    public static func defaultFilePath(
+    package static func defaultFilePath(
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> String {
         let dataHome: String
@@ -154,7 +155,7 @@ public struct VaultConfiguration: Sendable {
     }
 
     /// The vault file this configuration uses.
-    public var resolvedFilePath: String {
+    package var resolvedFilePath: String {
         filePath ?? Self.defaultFilePath()
     }
 }

@@ -6,7 +6,7 @@ public import TokenVault
 ///
 /// **Mapping.** By default the entry's service is the request's `host` (with `:port` when there is
 /// one, lowercased) and its account is git's `username`, or `default` when git sends none; a
-/// request without a username falls back to the service's only entry (``entryKey(for:in:)``).
+/// request without a username falls back to the service's only entry.
 /// ``service`` and ``account`` pin either, so that
 /// `credential.https://github.com.helper '!vault git-credential --service github'` uses the entry
 /// that `vault login github` made.
@@ -67,7 +67,7 @@ public struct GitCredentialHelper: Sendable {
 
     /// The entry `request` names, or `nil` when it names none (no host and no pinned service).
     /// - Throws: `invalidInput` when the names make no valid ``CredentialKey``.
-    public func key(for request: GitCredentialRequest) throws -> CredentialKey? {
+    package func key(for request: GitCredentialRequest) throws -> CredentialKey? {
         let service: String
         if let pinned = self.service {
             service = pinned
@@ -96,7 +96,7 @@ public struct GitCredentialHelper: Sendable {
     ///
     /// This is what makes a URL without a user name work the second time: git prompts, then
     /// stores the credential under the user name the person typed, and sends no user name again.
-    public func entryKey(for request: GitCredentialRequest, in vault: Vault) async throws -> CredentialKey? {
+    package func entryKey(for request: GitCredentialRequest, in vault: Vault) async throws -> CredentialKey? {
         guard let key = try key(for: request) else { return nil }
         guard account == nil, gitUsername(request) == nil else { return key }
         let keys = try await vault.keys(service: key.service)
@@ -106,7 +106,7 @@ public struct GitCredentialHelper: Sendable {
 
     /// The accounts of the service `request` names, when git sent no username and no account is
     /// pinned; empty otherwise. For saying why ``entryKey(for:in:)`` found none.
-    public func accounts(for request: GitCredentialRequest, in vault: Vault) async throws -> [String] {
+    package func accounts(for request: GitCredentialRequest, in vault: Vault) async throws -> [String] {
         guard let key = try key(for: request), account == nil, gitUsername(request) == nil else { return [] }
         return try await vault.keys(service: key.service).map(\.account)  // keys come sorted
     }
@@ -240,7 +240,7 @@ public struct GitCredentialHelper: Sendable {
             else {
                 return false
             }
-            // A plain entry goes, through the store: deleteToken would wait for the lock this erase holds.
+            // A plain entry goes, through the store: Vault.delete would wait for the lock this erase holds.
             guard entry.refresh != nil else { return try await vault.store.delete(key) }
             let now = client.clock.now()
             if let expiresAt = entry.token.expiresAt, expiresAt <= now { return false }

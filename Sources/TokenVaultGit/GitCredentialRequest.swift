@@ -29,7 +29,7 @@ public struct GitCredentialRequest: Sendable, Equatable, CustomStringConvertible
     public var oauthRefreshToken: String?
 
     /// The longest message accepted, in bytes. Git's own messages are a few hundred bytes.
-    public static let maximumLength = 1 << 20
+    package static let maximumLength = 1 << 20
 
     public init(
         scheme: String? = nil, host: String? = nil, path: String? = nil, username: String? = nil,
@@ -48,7 +48,7 @@ public struct GitCredentialRequest: Sendable, Equatable, CustomStringConvertible
     ///
     /// Lines end with `\n` (a `\r` before it is dropped, as git does); the first `=` splits the key
     /// from the value; an empty value is kept as empty. A line with no `=`, a NUL byte, input that
-    /// is not UTF-8 or longer than ``maximumLength`` is refused; the error never quotes the input,
+    /// is not UTF-8 or longer than 1 MiB is refused; the error never quotes the input,
     /// which may hold a password.
     /// - Throws: ``VaultError`` with code `invalidInput` or `tooLarge`.
     public init(parsing data: Data) throws {

@@ -92,7 +92,9 @@ public actor IDTokenVerifier {
     /// (``OAuthToken/verifiedIDTokenClaims`` then holds the claims). Save the result.
     /// - Parameter nonce: the `nonce` the login sent (``AuthorizationCodeLogin/nonce``), or `nil`
     ///   when it sent none (the device grant, a refresh): then a `nonce` claim is not checked.
-    /// - Throws: `invalidInput` when `token` has no ID token; as ``verify(_:nonce:now:)``.
+    /// - Throws: `invalidInput` when `token` has no ID token; `integrityFailure` with an
+    ///   ``IDTokenVerificationError`` naming the failed check; the transport's errors when the key
+    ///   set cannot be fetched.
     public func verify(token: OAuthToken, nonce: String?, now: Date = Date()) async throws -> OAuthToken {
         guard let idToken = token.idToken else {
             throw VaultError(.invalidInput, "The token holds no ID token to verify.")
@@ -105,7 +107,7 @@ public actor IDTokenVerifier {
     /// Verifies `idToken` and returns its claims, the key's `kid` and the algorithm.
     /// - Throws: `integrityFailure` with an ``IDTokenVerificationError`` naming the failed check;
     ///   the transport's errors when the key set cannot be fetched.
-    public func verify(_ idToken: String, nonce: String?, now: Date = Date()) async throws -> (
+    package func verify(_ idToken: String, nonce: String?, now: Date = Date()) async throws -> (
         claims: [String: JSONValue], keyID: String?, algorithm: String
     ) {
         let parts = idToken.split(separator: ".", omittingEmptySubsequences: false)

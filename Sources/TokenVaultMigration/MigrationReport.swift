@@ -58,7 +58,7 @@ public struct MigrationReport: Sendable, Codable, Equatable {
         /// `accounts[0].accessToken`. `nil` for a top-level key.
         public var keyPath: [String]?
 
-        public init(key: String, role: Role, value: String, fate: Fate, entry: CredentialKey? = nil, note: String? = nil) {
+        package init(key: String, role: Role, value: String, fate: Fate, entry: CredentialKey? = nil, note: String? = nil) {
             self.key = key
             self.role = role
             self.value = value
@@ -85,7 +85,7 @@ public struct MigrationReport: Sendable, Codable, Equatable {
     /// Things the person running the migration should know, in words.
     public var warnings: [String]
 
-    public init(
+    package init(
         source: String, format: String, dryRun: Bool, sourceRewritten: Bool, items: [Item], entries: [CredentialKey],
         untouchedKeys: [String], warnings: [String]
     ) {

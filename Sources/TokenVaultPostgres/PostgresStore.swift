@@ -102,7 +102,7 @@ public final class PostgresStore: CredentialStore, Sendable {
     /// The read cache as `TOKEN_VAULT_DATABASE_CACHE` asks: `1` (or `true`, `yes`, `on`) turns it
     /// on; unset, empty, `0` (or `false`, `no`, `off`) leaves it off.
     /// - Throws: `invalidInput` for any other value.
-    public static func readCacheFromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Bool {
+    package static func readCacheFromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Bool {
         let value = (environment["TOKEN_VAULT_DATABASE_CACHE"] ?? "").lowercased()
         switch value {
         case "", "0", "false", "no", "off": return false
@@ -208,9 +208,12 @@ public final class PostgresStore: CredentialStore, Sendable {
 
     /// Whether the read cache serves gets now: it is on, its listener holds `LISTEN`, and its
     /// last heartbeat is recent. `false` without ``Options/readCache``.
+    @_spi(Benchmarks)
     public var isReadCacheListening: Bool { readCache?.isServing ?? false }
 
-    /// How many gets the read cache has served (0 without ``Options/readCache``).
+    /// How many gets the read cache has served (0 without ``Options/readCache``). For the
+    /// benchmark (Benchmarks/Postgres) and the tests, not an application.
+    @_spi(Benchmarks)
     public var readCacheHits: Int { readCache?.hits ?? 0 }
 
     var current: Sealing { sealing.withLock { $0 } }

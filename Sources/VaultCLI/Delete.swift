@@ -30,7 +30,7 @@ extension VaultCommand {
             case .noVaultYet(let path, _):
                 throw VaultError.nothingStored("entry", for: key, noVaultAt: path)
             }
-            guard try await vault.deleteSecret(for: key) else {
+            guard try await vault.delete(key) else {
                 throw VaultError.nothingStored("entry", for: key)
             }
             try Output.note("Deleted \(key).")

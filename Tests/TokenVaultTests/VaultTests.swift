@@ -17,9 +17,9 @@ import TokenVault
         let raw = try #require(await store.load(key))
         #expect(try OAuthToken(storedForm: raw) == token)
         #expect(try await vault.keys() == [key])
-        #expect(try await vault.deleteToken(for: key))
+        #expect(try await vault.delete(key))
         #expect(try await vault.token(for: key) == nil)
-        #expect(try await vault.deleteToken(for: key) == false)
+        #expect(try await vault.delete(key) == false)
     }
 
     @Test func opaqueSecretIsNotAToken() async throws {

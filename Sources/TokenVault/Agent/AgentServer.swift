@@ -556,12 +556,12 @@ package final class AgentServer: Sendable {
         return AgentWriteResult(backend: "\(vault.selection.backend)", existed: nil)
     }
 
-    /// Removes the entry as `vault delete` does directly (``Vault/deleteSecret(for:)``, which
+    /// Removes the entry as `vault delete` does directly (``Vault/delete(_:)``, which
     /// waits for a refresh of it in flight, so that the refresh cannot write it back), and drops
     /// its schedule.
     private func delete(_ request: AgentDeleteRequest, in vault: Vault) async throws -> AgentWriteResult {
         let key = try request.key()
-        let existed = try await vault.deleteSecret(for: key)
+        let existed = try await vault.delete(key)
         schedule(key, entry: nil)
         return AgentWriteResult(backend: "\(vault.selection.backend)", existed: existed)
     }

@@ -2,9 +2,9 @@ public import Foundation
 
 extension VaultConfiguration {
     /// The name of the systemd credential that holds the vault file's 32-byte key.
-    public static let systemdKeyCredential = "token-vault.key"
+    package static let systemdKeyCredential = "token-vault.key"
     /// The name of the systemd credential that holds the vault file's passphrase.
-    public static let systemdPassphraseCredential = "token-vault.passphrase"
+    package static let systemdPassphraseCredential = "token-vault.passphrase"
 
     /// The key that systemd passes a service as a credential, if any.
     ///
@@ -60,7 +60,7 @@ extension VaultConfiguration {
 extension VaultConfiguration.KeySource {
     /// The key source as `vault status` shows it: its ``description``, and, for a key or
     /// passphrase file that systemd passed as a credential, that it came from there.
-    public func origin(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    package func origin(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         let path: String
         switch self {
         case .keyFile(let file), .passphraseFile(let file): path = file

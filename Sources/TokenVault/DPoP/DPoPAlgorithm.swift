@@ -16,7 +16,7 @@ public struct DPoPAlgorithm: Sendable, Hashable, CustomStringConvertible {
     public static let all: [DPoPAlgorithm] = [.es256, .edDSA]
 
     /// The algorithm named `name` (`ES256`, `EdDSA`; case as JOSE spells it), or `nil`.
-    public init?(named name: String) {
+    package init?(named name: String) {
         guard let known = Self.all.first(where: { $0.name == name }) else { return nil }
         self = known
     }
@@ -24,7 +24,7 @@ public struct DPoPAlgorithm: Sendable, Hashable, CustomStringConvertible {
     /// The algorithm to use with a server whose metadata lists `supported`
     /// (`dpop_signing_alg_values_supported`): ES256 when listed (or when the list is absent or
     /// empty, since every DPoP server takes it), else the first TokenVault knows, else `nil`.
-    public static func preferred(among supported: [String]?) -> DPoPAlgorithm? {
+    package static func preferred(among supported: [String]?) -> DPoPAlgorithm? {
         guard let supported, !supported.isEmpty else { return .es256 }
         return all.first { supported.contains($0.name) }
     }

@@ -85,7 +85,7 @@ public struct DPoPKey: Sendable, Equatable, CustomStringConvertible, CustomDebug
     }
 
     /// `ath`: base64url(SHA-256(ASCII(access token))) (RFC 9449 §4.2).
-    public static func accessTokenHash(_ accessToken: String) -> String {
+    package static func accessTokenHash(_ accessToken: String) -> String {
         Base64URL.encode(Sodium.sha256(Array(accessToken.utf8)))
     }
 
@@ -129,7 +129,7 @@ public struct DPoPKey: Sendable, Equatable, CustomStringConvertible, CustomDebug
     /// The RFC 7638 thumbprint of a JWK: SHA-256 of its required members (for EC `crv`, `kty`,
     /// `x`, `y`; for OKP `crv`, `kty`, `x`; for RSA `e`, `kty`, `n`) as JSON in lexicographic
     /// order without white space, base64url.
-    public static func thumbprint(of jwk: [String: String]) -> String {
+    package static func thumbprint(of jwk: [String: String]) -> String {
         let required: [String]
         switch jwk["kty"] {
         case "EC": required = ["crv", "kty", "x", "y"]

@@ -27,7 +27,7 @@ public struct AuthorizationCodeLogin: Sendable {
     public let nonce: String?
 
     /// The authorization request's own parameters, which ``authorizationParameters`` cannot set.
-    public static let reservedAuthorizationParameters: Set<String> = [
+    package static let reservedAuthorizationParameters: Set<String> = [
         "response_type", "client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method", "scope", "nonce",
     ]
 
@@ -57,7 +57,7 @@ public struct AuthorizationCodeLogin: Sendable {
     /// The port and path of a fixed loopback redirect URI, checked: `http`, host `127.0.0.1` or
     /// `localhost`, an explicit port from 1 to 65535, no user, query or fragment.
     /// - Throws: `configurationError` naming what is wrong.
-    public static func loopbackRedirect(_ uri: URL) throws -> (host: String, port: UInt16, path: String) {
+    package static func loopbackRedirect(_ uri: URL) throws -> (host: String, port: UInt16, path: String) {
         guard let components = URLComponents(url: uri, resolvingAgainstBaseURL: false), components.scheme?.lowercased() == "http",
             let host = components.host?.lowercased(), host == "127.0.0.1" || host == "localhost"
         else {
@@ -79,13 +79,13 @@ public struct AuthorizationCodeLogin: Sendable {
     /// (RFC 6749 §4.1.1, RFC 7636 §4.3), the registration's scope and extra parameters, and
     /// ``authorizationParameters``. `vault login --dry-run` shows it with stand-ins for `state`
     /// and the challenge.
-    public func authorizationURL(redirectURI: String, state: String, codeChallenge: String) throws -> URL {
+    package func authorizationURL(redirectURI: String, state: String, codeChallenge: String) throws -> URL {
         try authorizationURL(redirectURI: redirectURI, state: state, codeChallenge: codeChallenge, nonce: nonce)
     }
 
     /// The URL the browser opens, with `nonce` (OpenID Connect Core §3.1.2.1) in place of this
     /// login's own ``nonce``: `vault login --dry-run` shows a stand-in.
-    public func authorizationURL(redirectURI: String, state: String, codeChallenge: String, nonce: String?) throws -> URL {
+    package func authorizationURL(redirectURI: String, state: String, codeChallenge: String, nonce: String?) throws -> URL {
         guard var components = URLComponents(url: authorizationEndpoint, resolvingAgainstBaseURL: false) else {
             throw VaultError(.configurationError, "The authorization endpoint is not a valid URL.")
         }

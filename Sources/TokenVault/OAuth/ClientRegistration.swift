@@ -243,7 +243,7 @@ public struct ClientAuthentication: Sendable, Equatable, CustomStringConvertible
     }
 
     /// Whether a secret is held (never the secret itself).
-    public var hasSecret: Bool { secret != nil }
+    package var hasSecret: Bool { secret != nil }
 
     public var description: String { secret == nil ? method : "\(method) (secret hidden)" }
     public var debugDescription: String { description }

@@ -164,7 +164,7 @@ public struct TokenAuthorizer: Sendable {
     /// The `Authorization` header value for `token`: `Bearer <token>` (the scheme as RFC 6750
     /// spells it, whatever case the server used), or `<type> <token>` for another type.
     /// - Throws: `invalidInput` for a DPoP token, which needs a proof with each request.
-    public static func authorization(for token: OAuthToken, key: CredentialKey) throws -> String {
+    package static func authorization(for token: OAuthToken, key: CredentialKey) throws -> String {
         switch token.tokenType.lowercased() {
         case "bearer":
             return "Bearer \(token.accessToken)"

@@ -28,7 +28,7 @@ import Glibc
 /// replaces the process's handlers for those three signals.
 public enum RefreshTermination: Sendable {
     /// The signals that are held.
-    public static let heldSignals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
+    package static let heldSignals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
 
     /// Installs the handlers (once; later calls only change `notice`). `notice`, if given, is
     /// written to stderr when a signal is being held. It must not hold a secret.
@@ -69,7 +69,7 @@ public enum RefreshTermination: Sendable {
     }
 
     /// Whether a refresh of this process is in its window now (for tests and diagnostics).
-    public static var isHolding: Bool { openWindows.load(ordering: .sequentiallyConsistent) > 0 }
+    package static var isHolding: Bool { openWindows.load(ordering: .sequentiallyConsistent) > 0 }
 
     /// Opens a window in which termination is held. Balanced by ``leave()``.
     static func enter() {

@@ -33,7 +33,7 @@ extension Vault {
 
     /// Whether the server has rejected the refresh token stored under `key` (the verdict is
     /// stored with the entry, so every process knows): only a new login helps then.
-    public func refreshTokenRejection(for key: CredentialKey) async throws -> OAuthErrorResponse? {
+    package func refreshTokenRejection(for key: CredentialKey) async throws -> OAuthErrorResponse? {
         guard let entry = try await storedEntry(for: key) else { throw Self.noToken(key) }
         return try entry.refreshTokenRejected()
     }

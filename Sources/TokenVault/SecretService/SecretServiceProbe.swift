@@ -27,7 +27,7 @@ public struct SecretServiceProbe: Sendable, CustomStringConvertible {
     /// How long the probe took.
     public let elapsed: Duration
 
-    public init(outcome: Outcome, canPrompt: Bool = false, detail: String, elapsed: Duration) {
+    package init(outcome: Outcome, canPrompt: Bool = false, detail: String, elapsed: Duration) {
         self.outcome = outcome
         self.canPrompt = canPrompt
         self.detail = detail

@@ -9,7 +9,7 @@ internal import CLibSecret
 ///
 /// | | |
 /// |---|---|
-/// | schema (`xdg:schema` attribute) | `dev.tokenvault.Credential` (``schemaName``), matched with `SECRET_SCHEMA_DONT_MATCH_NAME` |
+/// | schema (`xdg:schema` attribute) | `dev.tokenvault.Credential`, matched with `SECRET_SCHEMA_DONT_MATCH_NAME` |
 /// | attributes | `service` and `account`: the ``CredentialKey``, in Unicode NFC |
 /// | label | `"<service> token for <account>"` (`"<service> secret for <account>"` for opaque secrets) |
 /// | secret | the stored bytes; content type `text/plain` for tokens and text, `application/octet-stream` otherwise |
@@ -79,7 +79,7 @@ public final class SecretServiceStore: CredentialStore, @unchecked Sendable {  /
     }
 
     /// The schema name recorded in each item's `xdg:schema` attribute.
-    public static let schemaName = TV_SCHEMA_NAME
+    package static let schemaName = TV_SCHEMA_NAME
 
     /// The largest secret this store accepts, 16 MiB. Larger secrets are refused with `tooLarge`
     /// before anything is sent.

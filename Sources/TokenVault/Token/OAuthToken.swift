@@ -76,11 +76,9 @@ public struct OAuthToken: Sendable, Equatable {
         return expiresAt.timeIntervalSince(date) <= leeway
     }
 
-    /// Whether a refresh is possible now: there is a refresh token and it has not expired.
-    public var canRefresh: Bool { canRefresh(at: Date()) }
-
-    /// Whether a refresh is possible at `date`.
-    public func canRefresh(at date: Date) -> Bool {
+    /// Whether a refresh is possible at `date` (now by default): there is a refresh token and it
+    /// has not expired.
+    public func canRefresh(at date: Date = Date()) -> Bool {
         guard let refreshToken, !refreshToken.isEmpty else { return false }
         guard let refreshTokenExpiresAt else { return true }
         return refreshTokenExpiresAt > date

@@ -4,7 +4,7 @@ import Testing
 import Glibc
 @testable import TokenVaultTestSupport
 import TokenVault
-@testable import TokenVaultPostgres
+@_spi(Benchmarks) @testable import TokenVaultPostgres
 
 extension PostgresTests {
     /// The optional read cache (Options.readCache): invalidated by LISTEN/NOTIFY, served only

@@ -44,7 +44,7 @@ import Glibc
             try await vault.saveToken(replaced, for: key)
             let afterSet = try await runVault(["get"] + entry, agent.keylessClient)
             #expect(afterSet.stdoutText == replaced.accessToken + "\n", "\(afterSet)")
-            #expect(try await vault.deleteToken(for: key))
+            #expect(try await vault.delete(key))
             let afterDelete = try await runVault(["get"] + entry, agent.keylessClient)
             #expect(afterDelete.status == 2, "\(afterDelete)")
             #expect(!afterDelete.stderr.contains(replaced.accessToken))

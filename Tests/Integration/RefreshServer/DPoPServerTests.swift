@@ -277,7 +277,7 @@ extension DPoPServerTests {
         #expect(copy.status == 0, "\(copy.stderr)")
         let keyring = try await scratch.open(.secretService)
         #expect(try await keyring.dpopKeyInfo(for: key)?.thumbprint == thumbprint)
-        try await keyring.deleteSecret(for: key)
+        try await keyring.delete(key)
 
         // Rotation: a new key, and the command says a new grant is needed.
         let rotate = try await vault(["rotate-dpop-key", service])

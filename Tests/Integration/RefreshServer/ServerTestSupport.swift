@@ -245,7 +245,7 @@ enum SharedStore: String, CaseIterable, Sendable, CustomTestStringConvertible {
     var testDescription: String { rawValue }
 
     /// The backend a vault over this store reports.
-    var backend: BackendSelection.Backend {
+    var backend: BackendKind {
         switch self {
         case .encryptedFile: .file
         case .secretService: .secretService
@@ -361,7 +361,7 @@ func withVault(
     do {
         for service in services {
             for key in try await vault.keys(service: service) {
-                try await vault.deleteSecret(for: key)
+                try await vault.delete(key)
             }
             #expect(try await vault.keys(service: service).isEmpty, "entries of \(service) are left in the \(store) store")
         }

@@ -77,7 +77,7 @@ import Glibc
         #expect(read.additionalFields["tenant"] == .string("{URL:HOST}"))
         #expect(read.accessToken == token.accessToken && read.refreshToken == token.refreshToken)
         #expect(try await vault.registration(for: key)?.clientID == "{S:client}")
-        #expect(try await vault.deleteToken(for: key))
+        #expect(try await vault.delete(key))
     }
 
     /// A failed overwrite puts the previous value back.

@@ -81,7 +81,7 @@ import TokenVaultTesting
         try await vault.saveToken(token, for: key)
         #expect(try await vault.token(for: key) == token)
         #expect(try await vault.keys(service: key.service) == [key])
-        #expect(try await vault.deleteToken(for: key))
+        #expect(try await vault.delete(key))
     }
 
     @Test func autoPicksTheSecretServiceWhenTheKeyringIsUp() async throws {

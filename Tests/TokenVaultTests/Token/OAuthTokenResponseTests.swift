@@ -20,7 +20,7 @@ import TokenVault
         #expect(token.refreshToken == nil)
         #expect(token.expiresAt == nil)
         #expect(token.issuedAt == Self.received)
-        #expect(!token.canRefresh)
+        #expect(!token.canRefresh())
         #expect(!token.isExpired(at: Self.received.addingTimeInterval(10 * 365 * 86_400)))
     }
 
