@@ -30,7 +30,7 @@ VaultProgram.main(registering: [PostgresBackend()], idTokens: JWKSVerifier())
 // Built without the package trait CLI, which brings swift-argument-parser: say how to build it.
 import TokenVaultSystem
 
-let message = "vault-full was built without its command line; build it with: swift build --traits CLI --product vault-full\n"
-_ = try? Array(message.utf8).withUnsafeBytes { bytes throws(Errno) in try SystemCall.writeAll(SystemCall.standardError, bytes) }
+var message = "vault-full was built without its command line; build it with: swift build --traits CLI --product vault-full\n"
+message.withUTF8 { bytes in _ = try? SystemCall.writeAll(SystemCall.standardError, UnsafeRawBufferPointer(bytes)) }
 SystemCall.exit(70)
 #endif

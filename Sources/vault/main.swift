@@ -10,7 +10,7 @@ VaultProgram.main()
 // Built without the package trait CLI, which brings swift-argument-parser: say how to build it.
 import TokenVaultSystem
 
-let message = "vault was built without its command line; build it with: swift build --traits CLI --product vault\n"
-_ = try? Array(message.utf8).withUnsafeBytes { bytes throws(Errno) in try SystemCall.writeAll(SystemCall.standardError, bytes) }
+var message = "vault was built without its command line; build it with: swift build --traits CLI --product vault\n"
+message.withUTF8 { bytes in _ = try? SystemCall.writeAll(SystemCall.standardError, UnsafeRawBufferPointer(bytes)) }
 SystemCall.exit(70)
 #endif
