@@ -105,9 +105,17 @@ package.targets += [
             "CLibSecret",
             "CPrefetch",
             "CSodium",
+            // Its files, locks, sockets, inotify and terminals go through the system layer.
+            "TokenVaultSystem",
             .product(name: "Logging", package: "swift-log"),
         ]
     ),
+    // The system layer (issue 29 point 2): the one module that calls libc for files, locks,
+    // sockets, inotify and terminals, with one EINTR policy and swift-nio's rule for close. Not a
+    // product: its API is `package`, for the targets that make such calls (TokenVault,
+    // TokenVaultMigration, TokenVaultPostgres, VaultCLI, vault, vault-full).
+    // Tests/TokenVaultTests/SystemLayerTests fails on such a call anywhere else in Sources.
+    .target(name: "TokenVaultSystem"),
     // libsecret and GLib through dlopen, on first use of the Secret Service (issue 17): a C target
     // that declares the few GLib types TokenVault uses and resolves libsecret-1.so.0 at run time,
     // so nothing links them and a process that never uses the Secret Service never maps them.
@@ -126,7 +134,7 @@ package.targets += [
     .target(name: "TokenVaultTesting", dependencies: ["TokenVault"]),
     // Migration out of plain-defaults plists: a module of its own, so that a package that uses
     // only TokenVault does not compile it.
-    .target(name: "TokenVaultMigration", dependencies: ["TokenVault"]),
+    .target(name: "TokenVaultMigration", dependencies: ["TokenVault", "TokenVaultSystem"]),
     // The git credential helper, likewise a module of its own.
     .target(name: "TokenVaultGit", dependencies: ["TokenVault"]),
     // System library, imported `internal` only: no C type reaches the public API.
@@ -194,6 +202,7 @@ package.targets += [
         name: "TokenVaultPostgres",
         dependencies: [
             "TokenVault",
+            "TokenVaultSystem",
             .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
             .product(name: "NIOTLS", package: "swift-nio", condition: .when(traits: ["Postgres"])),
             .product(name: "Logging", package: "swift-log"),
@@ -212,6 +221,7 @@ package.targets += [
             "TokenVault",
             "TokenVaultGit",
             "TokenVaultMigration",
+            "TokenVaultSystem",
             .product(name: "ArgumentParser", package: "swift-argument-parser", condition: .when(traits: ["CLI"])),
         ]
     ),
@@ -219,9 +229,9 @@ package.targets += [
     // `vault get` took 25 % less CPU and started 4 ms sooner once postgres-nio was out of the binary
     // (issue 17), and 15 % fewer instructions once swift-crypto and jwt-kit were (issue 32: 10.30 M ->
     // 8.74 M, callgrind; 8.66 M before they came).
-    .executableTarget(name: "vault", dependencies: ["VaultCLI"]),
+    .executableTarget(name: "vault", dependencies: ["VaultCLI", "TokenVaultSystem"]),
     .executableTarget(
-        name: "vault-full", dependencies: ["VaultCLI", "TokenVault", "TokenVaultPostgres", "TokenVaultDPoP", "TokenVaultIDToken"]),
+        name: "vault-full", dependencies: ["VaultCLI", "TokenVault", "TokenVaultSystem", "TokenVaultPostgres", "TokenVaultDPoP", "TokenVaultIDToken"]),
 ]
 
 // MARK: - Tests
@@ -259,8 +269,8 @@ package.targets += [
     .testTarget(
         name: "TokenVaultTests",
         dependencies: [
-            "TokenVault", "TokenVaultGit", "TokenVaultMigration", "TokenVaultTesting", "TokenVaultTestSupport", "tutorial-defaults",
-            "vault-file-stress", "TokenVaultDPoP",
+            "TokenVault", "TokenVaultGit", "TokenVaultMigration", "TokenVaultSystem", "TokenVaultTesting", "TokenVaultTestSupport",
+            "tutorial-defaults", "vault-file-stress", "TokenVaultDPoP",
         ],
         resources: [.copy("Fixtures")]
     ),

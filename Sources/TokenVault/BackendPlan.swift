@@ -1,4 +1,4 @@
-internal import Glibc
+internal import TokenVaultSystem
 
 /// Which backend a configuration leads to, why, and what the Secret Service probe found: the one
 /// place where the backend is chosen.
@@ -214,11 +214,14 @@ private enum FileState: Equatable {
     case unknown
 
     init(_ path: String) {
-        var status = stat()
-        if stat(path, &status) == 0 {
-            self = .present(size: Int64(status.st_size))
-        } else {
-            self = errno == ENOENT || errno == ENOTDIR ? .absent : .unknown
+        do {
+            guard let status = try SystemCall.stat(path) else {
+                self = .absent
+                return
+            }
+            self = .present(size: status.size)
+        } catch {
+            self = error == .notDirectory ? .absent : .unknown
         }
     }
 

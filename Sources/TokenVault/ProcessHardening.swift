@@ -1,4 +1,5 @@
 internal import Glibc
+internal import TokenVaultSystem
 
 /// Keeps secrets in this process's memory from being copied out of it by the system: an opt-in
 /// for programs that hold tokens for a long time, such as a daemon or a desktop app.

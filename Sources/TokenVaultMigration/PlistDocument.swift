@@ -1,7 +1,7 @@
 import TokenVault
 import Foundation
 
-internal import Glibc
+internal import TokenVaultSystem
 
 /// A defaults plist as read from disk: its exact bytes, format, top-level dictionary and file
 /// attributes, so that it can be rewritten without some keys and otherwise exactly as it was.

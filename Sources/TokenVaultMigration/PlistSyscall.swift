@@ -1,7 +1,7 @@
 import TokenVault
 import Foundation
 
-internal import Glibc
+internal import TokenVaultSystem
 
 // Owns: the migration's file work, reading a plist and replacing it atomically, in plist words.
 // The calls go through ``SystemCall`` (which retries `EINTR`) and ``AtomicFile``; an ``Errno``
@@ -26,8 +26,8 @@ enum PlistSyscall {
     /// Reads a whole regular file, refusing anything larger than `limit` bytes. The file is
     /// opened `O_NONBLOCK`, so a FIFO is refused at once instead of waiting for a writer.
     static func readFile(_ path: String, limit: Int) throws -> (data: Data, status: SystemCall.FileStatus) {
-        let fd = try call("open", path) { try SystemCall.open(path, O_RDONLY | O_NONBLOCK) }
-        defer { SystemCall.close(fd) }
+        let fd = try call("open", path) { try SystemCall.open(path, [.readOnly, .nonBlocking]) }
+        defer { SystemCall.closeAfterUse(fd) }
         let info = try call("inspect", path) { try SystemCall.fstat(fd) }
         guard info.isRegularFile else {
             throw VaultError(.invalidInput, "\(path) is not a regular file.")

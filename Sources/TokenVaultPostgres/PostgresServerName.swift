@@ -3,13 +3,7 @@
 #if Postgres  // built with the package trait Postgres (postgres-nio); see Package.swift
 import Foundation
 import TokenVault
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+internal import TokenVaultSystem
 
 /// The names a server certificate gives itself: its subject alternative names of DNS and IP
 /// type, in the certificate's order, and the first common name of its subject. Read from the
@@ -253,29 +247,10 @@ enum ServerNameCheck {
     }
 
     /// The host as an IPv4 address the way libpq reads one (`inet_aton`: `127.1` too).
-    static func ipv4(_ host: String) -> [UInt8]? {
-        var address = in_addr()
-        guard inet_aton(host, &address) != 0 else { return nil }
-        return withUnsafeBytes(of: address.s_addr) { Array($0) }
-    }
+    static func ipv4(_ host: String) -> [UInt8]? { SystemCall.ipv4Address(host) }
 
-    static func ipv6(_ host: String) -> [UInt8]? {
-        var address = in6_addr()
-        guard inet_pton(AF_INET6, host, &address) == 1 else { return nil }
-        return withUnsafeBytes(of: address) { Array($0) }
-    }
+    static func ipv6(_ host: String) -> [UInt8]? { SystemCall.ipv6Address(host) }
 
-    private static func addressText(_ address: [UInt8]) -> String? {
-        let family: Int32
-        switch address.count {
-        case 4: family = AF_INET
-        case 16: family = AF_INET6
-        default: return nil
-        }
-        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-        let text = address.withUnsafeBytes { bytes in inet_ntop(family, bytes.baseAddress, &buffer, socklen_t(buffer.count)) }
-        guard text != nil else { return nil }
-        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
+    private static func addressText(_ address: [UInt8]) -> String? { SystemCall.addressText(address) }
 }
 #endif

@@ -4,7 +4,7 @@ import Dispatch
 import Foundation
 import TokenVault
 
-import Glibc
+internal import TokenVaultSystem
 
 extension VaultCommand {
     struct Agent: AsyncParsableCommand {
@@ -198,7 +198,7 @@ extension VaultCommand {
             if !Terminal.isTerminal(STDIN_FILENO) {
                 passphrase = try AgentCLI.readLine(from: STDIN_FILENO)
             } else if let terminal = Terminal.openControllingTerminal() {
-                defer { SystemCall.close(terminal) }
+                defer { SystemCall.closeAfterUse(terminal) }
                 passphrase = try Terminal.readPassphrase(prompt: "Passphrase for the agent's vault: ", terminal: terminal)
             } else {
                 throw VaultError(.invalidInput, "No terminal to ask for the passphrase; give it on standard input.")
@@ -320,8 +320,7 @@ enum AgentCLI {
         defer { bytes.wipe() }
         var byte: UInt8 = 0
         while bytes.count < 4096 {
-            let count = read(fd, &byte, 1)
-            if count < 0 && errno == EINTR { continue }
+            let count = (try? withUnsafeMutableBytes(of: &byte) { raw throws(Errno) in try SystemCall.read(fd, into: raw) }) ?? -1
             if count <= 0 || byte == UInt8(ascii: "\n") { break }
             bytes.append(byte)
         }

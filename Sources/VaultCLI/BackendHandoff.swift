@@ -8,6 +8,7 @@ package import TokenVault
 
 import Glibc
 import Synchronization
+internal import TokenVaultSystem
 
 /// The entry point of both executables.
 package enum VaultProgram: Sendable {
@@ -151,12 +152,14 @@ enum BackendHandoff {
         let executable = (try? SystemCall.linkTarget("/proc/self/exe")) ?? CommandLine.arguments[0]
         var failures: [String] = []
         for path in candidates(program, besides: executable) {
-            guard access(path, X_OK) == 0 else {
-                failures.append("\(path): \(String(cString: strerror(errno)))")
+            do {
+                try SystemCall.checkExecutable(path)
+            } catch {
+                failures.append("\(path): \(error.message)")
                 continue
             }
             execv(path, CommandLine.unsafeArgv)
-            failures.append("\(path): \(String(cString: strerror(errno)))")
+            failures.append("\(path): \(Errno.message(errno))")
         }
         throw VaultError(
             .backendUnavailable,

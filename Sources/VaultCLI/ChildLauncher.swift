@@ -5,6 +5,7 @@ import ArgumentParser
 import Foundation
 import Synchronization
 import TokenVault
+internal import TokenVaultSystem
 
 import Glibc
 
@@ -21,10 +22,7 @@ enum ChildLauncher {
         var ignoredSignals: Set<Int32>
 
         static func current() -> Inheritance {
-            let descriptors = Set(ChildLauncher.openDescriptors().filter { fd in
-                let flags = fcntl(fd, F_GETFD)
-                return flags >= 0 && flags & FD_CLOEXEC == 0
-            })
+            let descriptors = Set(ChildLauncher.openDescriptors().filter(SystemCall.isInheritedByExec))
             var ignored = Set<Int32>()
             for signal in Int32(1)..<65 where signal != SIGKILL && signal != SIGSTOP {
                 var action = sigaction()
@@ -112,24 +110,13 @@ enum ChildLauncher {
     }
 
     /// The descriptors this process has open now.
-    static func openDescriptors() -> [Int32] {
-        guard let directory = opendir("/proc/self/fd") else { return [] }
-        defer { closedir(directory) }
-        let own = dirfd(directory)
-        var result: [Int32] = []
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if let fd = Int32(name), fd != own { result.append(fd) }
-        }
-        return result
-    }
+    static func openDescriptors() -> [Int32] { SystemCall.openDescriptors() }
 
     /// Marks every descriptor above 2 that the caller did not give vault close-on-exec: the vault
     /// file, its lock files, a keyring's bus connection, a token endpoint's socket.
     private static func closeOnExecAllBut(_ inherited: Set<Int32>) {
         for fd in openDescriptors() where fd > STDERR_FILENO && !inherited.contains(fd) {
-            let flags = fcntl(fd, F_GETFD)
-            if flags >= 0 && flags & FD_CLOEXEC == 0 { _ = fcntl(fd, F_SETFD, flags | FD_CLOEXEC) }
+            SystemCall.setCloseOnExec(fd)
         }
     }
 

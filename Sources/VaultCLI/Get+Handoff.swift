@@ -2,7 +2,7 @@
 import Foundation
 import TokenVault
 
-import Glibc
+internal import TokenVaultSystem
 
 // `vault get`'s ways of handing a token to another program without its command line: an HTTP
 // header line for `curl -H @-`, and asking again after a server refused the token.
@@ -33,11 +33,13 @@ extension VaultCommand.Get {
         if path == "-" {
             data = try Self.readAll(STDIN_FILENO, name: "stdin")
         } else {
-            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
-            guard fd >= 0 else {
-                throw VaultError(.notFound, "The rejected-token file \(path) cannot be read: \(String(cString: strerror(errno))).")
+            let fd: Int32
+            do {
+                fd = try SystemCall.open(path, [.readOnly, .noControllingTerminal])
+            } catch {
+                throw VaultError(.notFound, "The rejected-token file \(path) cannot be read: \(error.message).")
             }
-            defer { _ = close(fd) }
+            defer { SystemCall.closeAfterUse(fd) }
             data = try Self.readAll(fd, name: path)
         }
         let text = String(decoding: data, as: UTF8.self)
@@ -60,7 +62,7 @@ extension VaultCommand.Get {
             do {
                 count = try buffer.withUnsafeMutableBytes { raw in try SystemCall.read(fd, into: raw) }
             } catch {
-                throw VaultError(.invalidInput, "The rejected token could not be read from \(name): \(String(cString: strerror((error as? Errno)?.rawValue ?? EIO))).")
+                throw VaultError(.invalidInput, "The rejected token could not be read from \(name): \(Errno.message((error as? Errno)?.rawValue ?? Errno.ioError.rawValue)).")
             }
             if count == 0 { return data }
             data.append(contentsOf: buffer[0..<count])

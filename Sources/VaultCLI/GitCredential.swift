@@ -4,7 +4,7 @@ import Foundation
 import TokenVault
 import TokenVaultGit
 
-import Glibc
+internal import TokenVaultSystem
 
 extension VaultCommand {
     struct GitCredential: AsyncParsableCommand {
@@ -180,7 +180,7 @@ extension VaultCommand {
                         try SystemCall.read(STDIN_FILENO, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<min(raw.count, limit - data.count)]))
                     }
                 } catch {
-                    throw VaultError(.io, "Could not read the credential request from standard input: \(String(cString: strerror((error as? Errno)?.rawValue ?? EIO))).")
+                    throw VaultError(.io, "Could not read the credential request from standard input: \(Errno.message((error as? Errno)?.rawValue ?? Errno.ioError.rawValue)).")
                 }
                 if count == 0 { break }
                 data.append(contentsOf: chunk[0..<count])

@@ -2,6 +2,7 @@
 import ArgumentParser
 import Foundation
 import TokenVault
+internal import TokenVaultSystem
 
 /// The `vault` process's environment, read once. `ProcessInfo.environment` builds a new
 /// dictionary from `environ` on every call (0.4 M instructions each with a usual environment), and a
@@ -157,7 +158,7 @@ struct GlobalOptions: ParsableArguments {
     ) async throws -> (vault: Vault, keySource: VaultConfiguration.KeySource?) {
         var configuration = configuration
         if configuration.keySource == nil, plan.usesFile, let terminal = Terminal.openControllingTerminal() {
-            defer { SystemCall.close(terminal) }
+            defer { SystemCall.closeAfterUse(terminal) }
             let path = plan.filePath
             configuration.keySource = .passphrase(
                 plan.fileExists

@@ -2,7 +2,7 @@
 import Foundation
 import TokenVault
 
-import Glibc
+internal import TokenVaultSystem
 
 /// Where `vault` writes: results to stdout, messages to stderr. Never a secret in a message.
 ///
@@ -45,7 +45,7 @@ enum Output {
         do {
             try data.withUnsafeBytes { bytes in try SystemCall.writeAll(stream.descriptor, bytes) }
         } catch {
-            throw OutputFailure(stream: stream, errno: (error as? Errno)?.rawValue ?? EIO)
+            throw OutputFailure(stream: stream, errno: (error as? Errno)?.rawValue ?? Errno.ioError.rawValue)
         }
     }
 
@@ -80,6 +80,6 @@ struct OutputFailure: Error, CustomStringConvertible {
     let stream: Stream
     let errno: Int32
 
-    var description: String { "Could not write to \(stream.rawValue): \(String(cString: strerror(errno)))." }
+    var description: String { "Could not write to \(stream.rawValue): \(Errno.message(errno))." }
 }
 #endif

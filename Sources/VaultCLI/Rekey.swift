@@ -3,7 +3,7 @@ import ArgumentParser
 import Foundation
 import TokenVault
 
-import Glibc
+internal import TokenVaultSystem
 
 extension VaultCommand {
     struct Rekey: AsyncParsableCommand {
@@ -48,7 +48,7 @@ extension VaultCommand {
                 guard let terminal = Terminal.openControllingTerminal() else {
                     throw ValidationError("Give --new-key-file or --new-passphrase-file, or run at a terminal to type a new passphrase.")
                 }
-                close(terminal)
+                SystemCall.closeAfterUse(terminal)
             }
         }
 
@@ -79,7 +79,7 @@ extension VaultCommand {
             guard let terminal = Terminal.openControllingTerminal() else {
                 throw ValidationError("Give --new-key-file or --new-passphrase-file, or run at a terminal to type a new passphrase.")
             }
-            defer { SystemCall.close(terminal) }
+            defer { SystemCall.closeAfterUse(terminal) }
             let passphrase = try Terminal.readNewPassphrase(
                 prompt: "New passphrase for \(path): ", repeatPrompt: "Repeat the new passphrase: ",
                 ifTheyDiffer: "the vault was not changed", terminal: terminal)

@@ -3,7 +3,7 @@ import ArgumentParser
 import Foundation
 import TokenVault
 
-import Glibc
+internal import TokenVaultSystem
 
 extension VaultCommand {
     struct SetToken: AsyncParsableCommand {

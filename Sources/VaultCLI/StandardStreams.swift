@@ -1,5 +1,5 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
-import Glibc
+import TokenVaultSystem
 
 /// Stdin, stdout and stderr as `vault` starts.
 enum StandardStreams {
@@ -11,12 +11,14 @@ enum StandardStreams {
     /// round, a read or write there fails with `EBADF`, so a closed stderr or stdout is still an
     /// output error (exit 74), not silence. Runs first, before anything opens a file.
     static func occupyClosedDescriptors() {
-        for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] where fcntl(descriptor, F_GETFD) == -1 && errno == EBADF {
+        for descriptor in [SystemCall.standardInput, SystemCall.standardOutput, SystemCall.standardError]
+        where !SystemCall.isOpen(descriptor) {
             // open returns the lowest free number, which is this one: the lower ones are open.
-            let opened = open("/dev/null", descriptor == STDIN_FILENO ? O_WRONLY : O_RDONLY)
-            if opened >= 0, opened != descriptor {
+            // Inheritable, as a standard stream is: a command `vault run` starts gets it too.
+            let opened = try? SystemCall.openInheritable("/dev/null", descriptor == SystemCall.standardInput ? .writeOnly : .readOnly)
+            if let opened, opened != descriptor {
                 // Cannot happen (see above); never leave a stray descriptor behind.
-                _ = close(opened)
+                SystemCall.closeAfterUse(opened)
             }
         }
     }

@@ -1,8 +1,7 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import Foundation
 import TokenVault
-
-import Glibc
+internal import TokenVaultSystem
 
 /// Reading secrets typed at a terminal: echo off, straight into secure memory, never a `String`.
 enum Terminal {
@@ -12,11 +11,10 @@ enum Terminal {
 
     /// The controlling terminal opened for reading and writing, or `nil` if there is none.
     static func openControllingTerminal() -> Int32? {
-        let fd = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)
-        return fd >= 0 ? fd : nil
+        SystemCall.openControllingTerminal()
     }
 
-    static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
+    static func isTerminal(_ fd: Int32) -> Bool { SystemCall.isTerminal(fd) }
 
     /// Shows `prompt` on `output` and reads one line from the terminal `input` with echo off.
     ///
@@ -29,21 +27,17 @@ enum Terminal {
     ///   discarded, so that no part of it reaches whatever reads the terminal next);
     ///   `cancelled`; `io` when the terminal cannot be set up.
     static func readSecret(prompt: String, input: Int32, output: Int32) throws -> SecretBytes {
-        var original = termios()
-        guard tcgetattr(input, &original) == 0 else {
+        guard let original = try? SystemCall.terminalSettings(input) else {
             throw VaultError(.io, "Could not read the terminal settings.")
         }
-        var silent = original
-        silent.c_lflag &= ~tcflag_t(ECHO | ECHONL | ICANON | ISIG | IEXTEN)
-        withUnsafeMutableBytes(of: &silent.c_cc) { cc in
-            cc[Int(VMIN)] = 1
-            cc[Int(VTIME)] = 0
-        }
-        guard tcsetattr(input, TCSAFLUSH, &silent) == 0 else {
+        do {
+            try SystemCall.silenceTerminal(input, from: original)
+        } catch {
             throw VaultError(.io, "Could not turn off the terminal's echo; not asking for a secret with echo on.")
         }
         defer {
-            _ = tcsetattr(input, TCSAFLUSH, &original)
+            // Best effort on the way out: the secret has been read (or refused) either way.
+            _ = try? SystemCall.restoreTerminal(input, original)
             show(output, "\n")
         }
         show(output, prompt)

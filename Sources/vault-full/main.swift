@@ -28,9 +28,9 @@ DPoP.install()
 VaultProgram.main(registering: [PostgresBackend()], idTokens: JWKSVerifier())
 #else
 // Built without the package trait CLI, which brings swift-argument-parser: say how to build it.
-import Glibc
+import TokenVaultSystem
 
-let message = "vault-full was built without its command line; build it with: swift build --traits CLI --product vault-full\n"
-_ = message.withCString { write(2, $0, strlen($0)) }
-exit(70)
+var message = "vault-full was built without its command line; build it with: swift build --traits CLI --product vault-full\n"
+message.withUTF8 { bytes in _ = try? SystemCall.writeAll(SystemCall.standardError, UnsafeRawBufferPointer(bytes)) }
+SystemCall.exit(70)
 #endif

@@ -8,9 +8,9 @@ import VaultCLI
 VaultProgram.main()
 #else
 // Built without the package trait CLI, which brings swift-argument-parser: say how to build it.
-import Glibc
+import TokenVaultSystem
 
-let message = "vault was built without its command line; build it with: swift build --traits CLI --product vault\n"
-_ = message.withCString { write(2, $0, strlen($0)) }
-exit(70)
+var message = "vault was built without its command line; build it with: swift build --traits CLI --product vault\n"
+message.withUTF8 { bytes in _ = try? SystemCall.writeAll(SystemCall.standardError, UnsafeRawBufferPointer(bytes)) }
+SystemCall.exit(70)
 #endif

@@ -1,7 +1,7 @@
 // Owns: asking a running `vault agent` over its socket, within a short deadline, and telling
 // "the agent answered" apart from "go direct".
 public import Foundation
-internal import Glibc
+internal import TokenVaultSystem
 
 /// A client of `vault agent`: asks the agent for an access token over its Unix socket.
 ///
@@ -302,13 +302,13 @@ public struct AgentClient: Sendable {
             } catch {
                 switch error {
                 case .noSuchFileOrDirectory: throw Unavailable("no agent socket at \(socketPath)")
-                case Errno(rawValue: ECONNREFUSED): throw Unavailable("no agent listens on \(socketPath)")
+                case Errno.connectionRefused: throw Unavailable("no agent listens on \(socketPath)")
                 default: throw Unavailable("could not connect to the agent at \(socketPath): \(error.message)", noteworthy: true)
                 }
             }
         }
 
-        deinit { SystemCall.close(fd) }
+        deinit { SystemCall.closeAfterUse(fd) }
 
         private static func readable(_ fd: Int32, within milliseconds: Int32) throws(FrameIO.ReadFailure) -> Bool {
             do { return try SystemCall.wait(fd, milliseconds: milliseconds) } catch { throw .system(error) }

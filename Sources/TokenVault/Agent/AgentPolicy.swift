@@ -1,6 +1,7 @@
 // Owns: the system agent's policy file: its format, the checks on the file itself, and the
 // question "may this peer read this entry?". No socket, no vault (AgentServer asks it).
-internal import Glibc
+internal import Glibc  // getpwnam, getgrnam: the user and group databases
+internal import TokenVaultSystem
 
 /// Which users and groups, other than its own, a system agent serves, and which entries each
 /// may read (access tokens only, as every client).
@@ -130,15 +131,15 @@ package struct AgentPolicy: Sendable, Equatable {
     package static func load(path: String) throws -> AgentPolicy {
         let fd: Int32
         do {
-            fd = try SystemCall.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+            fd = try SystemCall.open(path, [.readOnly, .noFollow, .nonBlocking])
         } catch .noSuchFileOrDirectory {
             throw VaultError(.notFound, "There is no agent policy at \(path).")
-        } catch Errno(rawValue: ELOOP) {
+        } catch Errno.tooManySymbolicLinks {
             throw VaultError(.insecurePermissions, "The agent policy \(path) is a symbolic link; name the file itself.")
         } catch {
             throw VaultError(.permissionDenied, "Could not open the agent policy \(path): \(error.message).")
         }
-        defer { SystemCall.close(fd) }
+        defer { SystemCall.closeAfterUse(fd) }
         let status: SystemCall.FileStatus
         let bytes: [UInt8]
         do {

@@ -3,8 +3,8 @@
 // AgentProtocol's.
 internal import Foundation
 internal import Dispatch
-internal import Glibc
 internal import Synchronization
+internal import TokenVaultSystem
 
 /// The broker behind `vault agent`: holds one opened vault and answers ``AgentRequest``s on a
 /// Unix socket.
@@ -168,7 +168,7 @@ package final class AgentServer: Sendable {
                     .insecurePermissions,
                     "The agent's socket directory \(directory) must belong to you and be private (0700); it is \(String(status.permissionBits, radix: 8)).")
             }
-            if (try? SystemCall.connectUnix(path)).map({ SystemCall.close($0); return true }) == true {
+            if (try? SystemCall.connectUnix(path)).map({ SystemCall.closeAfterUse($0); return true }) == true {
                 throw VaultError(.alreadyExists, "An agent already listens on \(path).")
             }
             try SystemCall.unlinkIfPresent(path)
@@ -186,8 +186,8 @@ package final class AgentServer: Sendable {
     package func adoptActivatedSocket(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
         guard environment["LISTEN_FDS"] == "1", environment["LISTEN_PID"] == String(getpid()) else { return false }
         let fd: Int32 = 3
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        SystemCall.setCloseOnExec(fd)
+        SystemCall.setNonBlocking(fd, true)
         state.withLock {
             $0.listener = fd
             $0.activated = true
@@ -235,14 +235,14 @@ package final class AgentServer: Sendable {
             guard let fd else { continue }
             admit(fd)
         }
-        SystemCall.close(listener)
+        SystemCall.closeAfterUse(listener)
     }
 
     private func admit(_ fd: Int32) {
         let peer: SystemCall.PeerCredentials
         do { peer = try SystemCall.peerCredentials(fd) } catch {
             log("vault agent: refused a connection whose peer cannot be identified: \(error.message)")
-            SystemCall.close(fd)
+            SystemCall.closeAfterUse(fd)
             return
         }
         // nil: the agent's own user, served in full; else the peer's groups, by which the
@@ -270,12 +270,12 @@ package final class AgentServer: Sendable {
             default:
                 log("vault agent: \(slots.total) connections are open; closed a new one from uid \(peer.uid) (pid \(peer.pid))")
             }
-            SystemCall.close(fd)
+            SystemCall.closeAfterUse(fd)
             return
         }
         let thread = Thread { [self, groups] in
             serveConnection(fd, peer: peer, groups: groups)
-            SystemCall.close(fd)
+            SystemCall.closeAfterUse(fd)
             state.withLock { $0.slots.release(uid: peer.uid) }
         }
         thread.stackSize = 256 * 1024
@@ -293,7 +293,7 @@ package final class AgentServer: Sendable {
                 ? "This agent serves uid \(options.uid) only; uid \(peer.uid) is refused."
                 : "The agent's policy grants uid \(peer.uid) nothing; uid \(peer.uid) is refused.")
         try? FrameIO.write(fd, refusal.encoded(), deadlineMilliseconds: 100)
-        SystemCall.close(fd)
+        SystemCall.closeAfterUse(fd)
     }
 
     private static func milliseconds(_ duration: Duration) -> Int32 {

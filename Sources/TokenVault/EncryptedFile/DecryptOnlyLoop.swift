@@ -4,6 +4,7 @@
 // `namesOnly` it does the crypto an open does instead (``RecordLog/authenticateFrame``: every
 // tag checked, only the names decrypted). Not part of the API: SPI for the Benchmarks package.
 internal import Foundation
+internal import TokenVaultSystem
 
 /// Every record of one vault file, held sealed in memory, and the keys to open them.
 @_spi(Benchmarks)
@@ -20,7 +21,7 @@ public final class DecryptOnlyLoop {
         guard let (fd, _) = try VaultDisk.open(path) else {
             throw VaultError(.backendUnavailable, "There is no vault file at \(path).")
         }
-        defer { VaultIO.close(fd) }
+        defer { VaultIO.closeAfterUse(fd) }
         let status = try VaultIO.fstat(fd, path: path)
         bytes = try VaultIO.read(fd, at: 0, count: Int(status.size), path: path)
         header = try VaultHeader.parse(bytes, fileSize: status.size, path: path)

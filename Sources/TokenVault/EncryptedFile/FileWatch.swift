@@ -3,7 +3,7 @@
 // (the name replaced, moved or removed). No event since a check that found the in-memory state
 // current means the state is still current; any event, or any doubt, means "check with stat".
 internal import Dispatch
-internal import Glibc
+internal import TokenVaultSystem
 
 /// A cheap "has anything happened?" for ``VaultFile``'s read path.
 ///
@@ -39,13 +39,12 @@ final class FileWatch: @unchecked Sendable {  // used only under VaultFile's sta
     /// name; `nil` where that cannot be done, or would not be trustworthy.
     init?(directory: String, fd fileFD: Int32) {
         guard Self.isLocal(fileFD) else { return nil }
-        let fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        guard fd >= 0 else { return nil }
-        let directoryMask = UInt32(IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF)
-        let directoryWatch = inotify_add_watch(fd, directory, directoryMask | UInt32(IN_ONLYDIR))
+        guard let fd = try? SystemCall.inotifyInstance() else { return nil }
+        let directoryEvents: SystemCall.InotifyEvents = [.create, .movedTo, .movedFrom, .delete, .deleteSelf, .moveSelf]
+        let directoryWatch = (try? SystemCall.inotifyWatch(fd, directory, directoryEvents.union(.onlyDirectory))) ?? -1
         let fileWatch = Self.addFileWatch(fd, fileFD: fileFD)
         guard directoryWatch >= 0, fileWatch >= 0 else {
-            SystemCall.close(fd)
+            SystemCall.closeAfterUse(fd)
             return nil
         }
         self.fd = fd
@@ -57,7 +56,7 @@ final class FileWatch: @unchecked Sendable {  // used only under VaultFile's sta
     /// (milliseconds), which the thread that dropped the store need not wait for.
     deinit {
         let fd = fd
-        DispatchQueue.global(qos: .utility).async { SystemCall.close(fd) }
+        DispatchQueue.global(qos: .utility).async { SystemCall.closeAfterUse(fd) }
     }
 
     /// Watches the inode open at `fileFD` (after a reload, the new file), by its /proc/self/fd
@@ -66,13 +65,13 @@ final class FileWatch: @unchecked Sendable {  // used only under VaultFile's sta
         let new = Self.addFileWatch(fd, fileFD: fileFD)
         guard new >= 0 else { return false }
         // The replaced file's watch, unless the kernel gave the same one back (same inode).
-        if new != fileWatch { inotify_rm_watch(fd, fileWatch) }
+        if new != fileWatch { SystemCall.inotifyRemoveWatch(fd, fileWatch) }
         fileWatch = new
         return true
     }
 
     private static func addFileWatch(_ fd: Int32, fileFD: Int32) -> Int32 {
-        inotify_add_watch(fd, "/proc/self/fd/\(fileFD)", UInt32(IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF))
+        (try? SystemCall.inotifyWatch(fd, "/proc/self/fd/\(fileFD)", [.modify, .attributes, .deleteSelf])) ?? -1
     }
 
     /// Drains the queue and says what it held.
@@ -81,12 +80,9 @@ final class FileWatch: @unchecked Sendable {  // used only under VaultFile's sta
         withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 8) { buffer in
             var result = Poll.quiet
             while true {
-                let count = read(fd, buffer.baseAddress, buffer.count)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    // EAGAIN: drained. Anything else: not to be trusted.
-                    return errno == EAGAIN ? result : .broken
-                }
+                let read: Int?
+                do { read = try SystemCall.readIfReady(fd, into: buffer) } catch { return .broken }  // not to be trusted
+                guard let count = read else { return result }  // EAGAIN: drained
                 if count == 0 { return .broken }
                 result = .changed
                 var offset = 0
@@ -96,37 +92,23 @@ final class FileWatch: @unchecked Sendable {  // used only under VaultFile's sta
                     let mask = buffer.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
                     let length = buffer.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)
                     // The directory's watch is gone: no event will come for a replaced file any more.
-                    if watch == directoryWatch, mask & UInt32(IN_IGNORED) != 0 { return .broken }
+                    if watch == directoryWatch, mask & SystemCall.InotifyEvents.ignored.rawValue != 0 { return .broken }
                     offset += 16 + Int(length)
                 }
             }
         }
     }
 
-    /// `fstatfs(2)`. Swift's Glibc module leaves out `<sys/statfs.h>`, so it is looked up once
-    /// with `dlsym`, as ``ProcessHardening`` looks up `prctl`.
-    private typealias FStatFS = @convention(c) (Int32, UnsafeMutableRawPointer) -> Int32
-    private static let fstatfs: FStatFS? = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "fstatfs") else { return nil }
-        return unsafeBitCast(symbol, to: FStatFS.self)
-    }()
-
     /// Local file systems whose every change on this host raises an inotify event.
     private static func isLocal(_ fd: Int32) -> Bool {
-        guard let fstatfs else { return false }
-        // struct statfs is 120 bytes on 64-bit Linux and begins with f_type, a long (the kernel's
-        // __statfs_word); the buffer leaves room to spare.
-        return withUnsafeTemporaryAllocation(byteCount: 512, alignment: 16) { buffer in
-            guard fstatfs(fd, buffer.baseAddress!) == 0 else { return false }
-            let type = buffer.load(as: Int.self)
-            let local: Set<Int> = [
-                0xEF53,  // ext2/3/4
-                0x5846_5342,  // xfs
-                0x9123_683E,  // btrfs
-                0x0102_1994,  // tmpfs
-                0xF2F5_2010,  // f2fs
-            ]
-            return local.contains(type)
-        }
+        guard let type = SystemCall.fileSystemType(fd) else { return false }
+        let local: Set<Int> = [
+            0xEF53,  // ext2/3/4
+            0x5846_5342,  // xfs
+            0x9123_683E,  // btrfs
+            0x0102_1994,  // tmpfs
+            0xF2F5_2010,  // f2fs
+        ]
+        return local.contains(type)
     }
 }

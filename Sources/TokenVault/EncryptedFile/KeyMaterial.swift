@@ -1,5 +1,5 @@
 // Owns: reading key files and passphrase files into secure memory, and their checks.
-internal import Glibc
+internal import TokenVaultSystem
 
 /// Reads key files and passphrase files straight into secure memory, and turns a
 /// ``VaultConfiguration/KeySource`` into what unlocks a vault.
@@ -47,8 +47,8 @@ enum KeyMaterial {
     /// by this user (a FIFO, even `<(…)`, is refused rather than waited on).
     static func readFile(_ path: String, what: String, allowInsecurePermissions: Bool) throws -> SecretBytes {
         // O_NONBLOCK: a FIFO is refused below instead of waiting for a writer that never comes.
-        let fd = try fileCall("open", path) { try SystemCall.open(path, O_RDONLY | O_NONBLOCK) }
-        defer { SystemCall.close(fd) }
+        let fd = try fileCall("open", path) { try SystemCall.open(path, [.readOnly, .nonBlocking]) }
+        defer { SystemCall.closeAfterUse(fd) }
         let status = try fileCall("inspect", path) { try SystemCall.fstat(fd) }
         guard status.isRegularFile else {
             throw VaultError(
@@ -142,12 +142,8 @@ enum KeyMaterial {
     /// Whether the file's `system.posix_acl_access` names this user as its only user, and gives
     /// its group, named groups and others no read access. `false` when there is no ACL.
     private static func aclGrantsOnlyCaller(_ fd: Int32) -> Bool {
-        // fgetxattr(2) from libc; Swift's Glibc module leaves <sys/xattr.h> out.
-        typealias GetXattr = @convention(c) (Int32, UnsafePointer<CChar>, UnsafeMutableRawPointer?, Int) -> Int
-        guard let symbol = dlsym(nil, "fgetxattr") else { return false }
-        let fgetxattr = unsafeBitCast(symbol, to: GetXattr.self)
-        var buffer = [UInt8](repeating: 0, count: 1024)
-        let length = buffer.withUnsafeMutableBytes { fgetxattr(fd, "system.posix_acl_access", $0.baseAddress, $0.count) }
+        guard let buffer = SystemCall.extendedAttribute(fd, "system.posix_acl_access", maximumLength: 1024) else { return false }
+        let length = buffer.count
         // Version 2, then entries of (tag u16, permissions u16, id u32), little-endian.
         guard length >= 4, (length - 4) % 8 == 0 else { return false }
         func u16(_ at: Int) -> UInt16 { UInt16(buffer[at]) | UInt16(buffer[at + 1]) << 8 }

@@ -2,6 +2,7 @@
 // or, in tests, an array. The index keeps only offsets, so a vault's records are not held in
 // memory; a pass through the log reads ahead in chunks, a lookup reads its one record.
 internal import Foundation
+internal import TokenVaultSystem
 
 /// The bytes of a vault file, read by file offset into one reusable buffer of ordinary memory.
 ///

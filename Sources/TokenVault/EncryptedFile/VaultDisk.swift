@@ -4,8 +4,7 @@
 // It knows bytes and descriptors, not records (that is ``RecordLog``).
 internal import Foundation
 internal import Logging
-
-internal import Glibc
+internal import TokenVaultSystem
 
 /// The `<vault>.lock` file. Writers hold its `flock` exclusively, readers shared.
 ///
@@ -21,14 +20,14 @@ final class LockFile: Sendable {
     init(path: String, timeout: Duration) throws {
         self.path = path
         self.timeout = timeout
-        let flags = O_NOFOLLOW | O_NONBLOCK
+        let flags: SystemCall.OpenFlags = [.noFollow, .nonBlocking]
         let opened: Int32?
         do {
-            opened = try SystemCall.open(path, O_RDWR | O_CREAT | flags, mode: 0o600)
+            opened = try SystemCall.open(path, flags.union([.readWrite, .create]), mode: 0o600)
         } catch let errno where errno.isPermission {
             // Not writable here: an existing lock file can still be locked through a read-only descriptor.
             do {
-                opened = try SystemCall.openIfExists(path, O_RDONLY | flags)
+                opened = try SystemCall.openIfExists(path, flags.union(.readOnly))
             } catch {
                 throw Self.error(error, "open", path)
             }
@@ -42,11 +41,11 @@ final class LockFile: Sendable {
             do {
                 status = try SystemCall.fstat(fd)
             } catch {
-                VaultIO.close(fd)
+                VaultIO.closeAfterUse(fd)
                 throw Self.error(error, "inspect", path)
             }
             guard status.isRegularFile, status.isOwnedByCaller else {
-                VaultIO.close(fd)
+                VaultIO.closeAfterUse(fd)
                 throw VaultError(
                     .insecurePermissions,
                     "The vault lock file \(path) is not a regular file owned by this user (owner uid \(status.owner)); remove it.")
@@ -64,7 +63,7 @@ final class LockFile: Sendable {
     }
 
     deinit {
-        if let fd { VaultIO.close(fd) }
+        if let fd { VaultIO.closeAfterUse(fd) }
     }
 
     /// Takes the lock, waiting at most `timeout` (``EncryptedFileStore/Options/lockTimeout``).
@@ -183,9 +182,9 @@ enum VaultDisk {
     /// for reading only. `nil` if it does not exist.
     static func open(_ path: String) throws -> (fd: Int32, writable: Bool)? {
         do {
-            return try VaultIO.openIfExists(path, flags: O_RDWR | O_NONBLOCK).map { ($0, true) }
+            return try VaultIO.openIfExists(path, flags: [.readWrite, .nonBlocking]).map { ($0, true) }
         } catch let error as VaultError where error.code == .permissionDenied {
-            guard let fd = try VaultIO.openIfExists(path, flags: O_RDONLY | O_NONBLOCK) else { return nil }
+            guard let fd = try VaultIO.openIfExists(path, flags: [.readOnly, .nonBlocking]) else { return nil }
             return (fd, false)
         }
     }
@@ -273,11 +272,11 @@ enum VaultDisk {
                 "could not sync the vault directory after replacing the file; a crash now may bring back the previous version",
                 metadata: ["directory": "\(AtomicFile.parentDirectory(of: path))", "error": "\(String(describing: error))"])
         }
-        let fd = try VaultIO.open(path, flags: O_RDWR)
+        let fd = try VaultIO.open(path, flags: .readWrite)
         do {
             return (fd, try VaultIO.fstat(fd, path: path))
         } catch {
-            VaultIO.close(fd)
+            VaultIO.closeAfterUse(fd)
             throw error
         }
     }

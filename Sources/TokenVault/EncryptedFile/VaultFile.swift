@@ -5,6 +5,7 @@
 internal import Foundation
 internal import Logging
 internal import Synchronization
+internal import TokenVaultSystem
 
 /// One open vault file, its keys and its index.
 ///
@@ -129,7 +130,7 @@ final class VaultFile: Sendable {
         }
         let (fd, writable) = opened!
         var fdOwned = true
-        defer { if fdOwned { VaultIO.close(fd) } }
+        defer { if fdOwned { VaultIO.closeAfterUse(fd) } }
 
         // The header, read under the lock; the records are read after the KDF.
         let snapshot = try VaultDisk.read(fd: fd, path: path, options: options)
@@ -167,7 +168,7 @@ final class VaultFile: Sendable {
     }
 
     deinit {
-        state.withLock { VaultIO.close($0.fd) }
+        state.withLock { VaultIO.closeAfterUse($0.fd) }
     }
 
     /// Reads the records of `fd` after the header into `log`, a chunk at a time; returns the
@@ -275,7 +276,7 @@ final class VaultFile: Sendable {
             throw VaultError(.io, "The vault file \(path) was removed while it was in use.")
         }
         var owned = true
-        defer { if owned { VaultIO.close(newFD) } }
+        defer { if owned { VaultIO.closeAfterUse(newFD) } }
         let loaded = try VaultDisk.read(fd: newFD, path: path, options: options)
         guard loaded.header.sameKeyDerivation(as: state.log.header) else {
             throw VaultError(
@@ -289,7 +290,7 @@ final class VaultFile: Sendable {
         let source = LogSource(fd: newFD, path: path)
         let (status, torn) = try Self.readRecords(into: &log, from: source, fd: newFD, path: path, scratch: state.readScratch)
         Self.noteTornTail(torn, log: log, logger: logger)
-        VaultIO.close(state.fd)
+        VaultIO.closeAfterUse(state.fd)
         owned = false
         state.fd = newFD
         state.writable = newWritable
@@ -449,7 +450,7 @@ final class VaultFile: Sendable {
             readScratch: queueOnly.rewriteScratch, writeScratch: queueOnly.writeScratch)
         let (newFD, status) = try VaultDisk.replace(path, with: bytes, logger: logger)
         state.withLock { state in
-            VaultIO.close(state.fd)
+            VaultIO.closeAfterUse(state.fd)
             state.fd = newFD
             state.source.switchTo(fd: newFD, path: path)
             state.identity = (status.device, status.inode)

@@ -1,18 +1,20 @@
 // Owns: the vault file's system calls with their errors in vault words. Each is one
 // ``SystemCall`` whose ``Errno`` becomes a ``VaultError`` naming the operation and the path.
-internal import Glibc
+internal import TokenVaultSystem
 
 enum VaultIO {
-    static func open(_ path: String, flags: Int32, mode: UInt32 = 0o600) throws -> Int32 {
+    static func open(_ path: String, flags: SystemCall.OpenFlags, mode: UInt32 = 0o600) throws -> Int32 {
         try withErrnoMapped("open", path) { try SystemCall.open(path, flags, mode: mode) }
     }
 
     /// Opens `path`, or returns `nil` if it does not exist.
-    static func openIfExists(_ path: String, flags: Int32) throws -> Int32? {
+    static func openIfExists(_ path: String, flags: SystemCall.OpenFlags) throws -> Int32? {
         try withErrnoMapped("open", path) { try SystemCall.openIfExists(path, flags) }
     }
 
-    static func close(_ fd: Int32) { SystemCall.close(fd) }
+    /// Closes a descriptor of the vault or its lock: nothing written through it is unsynced (every
+    /// append ends with `fdatasync`), so there is nothing left for a close to report.
+    static func closeAfterUse(_ fd: Int32) { SystemCall.closeAfterUse(fd) }
 
     static func fstat(_ fd: Int32, path: String) throws -> SystemCall.FileStatus {
         try withErrnoMapped("inspect", path) { try SystemCall.fstat(fd) }

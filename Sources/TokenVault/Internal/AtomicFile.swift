@@ -3,8 +3,7 @@
 // a unique temporary file in the same directory, write, `fsync`, `rename`, `fsync` the directory.
 internal import Foundation
 package import Logging
-
-internal import Glibc
+internal import TokenVaultSystem
 
 package enum AtomicFile {
     /// Who owns the replacement and its permission bits; `nil` owner means this process's user.
@@ -50,14 +49,14 @@ package enum AtomicFile {
         let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
         let temporary = directory + "/" + temporaryPrefix(for: path) + suffix
         let fd = try withErrnoMapped("create a temporary file in", directory, diskFull: consequence) {
-            try SystemCall.open(temporary, O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
+            try SystemCall.open(temporary, [.writeOnly, .create, .exclusive], mode: 0o600)
         }
         var open = true
         var renamed = false
         defer {
             // Close once: a second close(2) could close a descriptor that another thread has
             // been given under the same number in the meantime.
-            if open { SystemCall.close(fd) }
+            if open { SystemCall.closeAfterUse(fd) }
             if !renamed {
                 do {
                     try SystemCall.unlink(temporary)
@@ -80,7 +79,8 @@ package enum AtomicFile {
         try withErrnoMapped("flush to disk", temporary, diskFull: consequence) { try SystemCall.sync(fd, path: temporary) }
         let replacement = try withErrnoMapped("inspect", temporary) { try SystemCall.fstat(fd) }
         open = false
-        SystemCall.close(fd)
+        // Written and synced; a file system that writes back on close (NFS) may still fail here.
+        try withErrnoMapped("close", temporary, diskFull: consequence) { try SystemCall.close(fd) }
         try beforeRename()
         if let checkReplaced, try exchange(temporary, path) {
             // `temporary` now names the old file; from here on this code decides its fate.
@@ -156,8 +156,8 @@ package enum AtomicFile {
     /// Opens `name` read-only, takes a read lease where it can, runs `check`, then unlinks `name`
     /// before the lease ends.
     private static func inspectAndRemove(_ name: String, _ check: (Int32, Bool) throws -> Void) throws {
-        let fd = try SystemCall.open(name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW)
-        defer { SystemCall.close(fd) }
+        let fd = try SystemCall.open(name, [.readOnly, .nonBlocking, .noFollow])
+        defer { SystemCall.closeAfterUse(fd) }
         let lease = SystemCall.takeReadLease(fd)
         try check(fd, lease == false)
         try SystemCall.unlink(name)

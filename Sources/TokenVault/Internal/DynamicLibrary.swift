@@ -2,9 +2,7 @@
 // message it writes when the library cannot be opened or lacks a function; and where a library
 // is looked for: the system's library directories by absolute path, never the search path.
 
-#if canImport(Glibc)
-internal import Glibc
-#endif
+internal import TokenVaultSystem
 
 enum DynamicLibrary {
     /// The signature every shim's loader has: `int load(const char *soname, char *message, size_t size)`,
@@ -41,7 +39,7 @@ enum DynamicLibrary {
         if soname.contains("/") { return soname }
         for directory in systemDirectories {
             let path = "\(directory)/\(soname)"
-            if access(path, F_OK) == 0 { return path }
+            if SystemCall.exists(path) { return path }
         }
         return nil
     }

@@ -2,6 +2,7 @@
 // operation and the path and gives the system's own reason, never file contents. Callers that
 // know more (a missing key file, a missing plist, a symbolic link where a lock must be) check
 // those cases first.
+package import TokenVaultSystem
 extension VaultError {
     /// What a failed file write leaves behind, for the `diskFull` message.
     package static let vaultKeepsLastState = "The vault keeps its last complete state"

@@ -1,6 +1,6 @@
 public import Foundation
 
-internal import Glibc
+internal import TokenVaultSystem
 
 /// The authorization code grant with PKCE (RFC 7636) for a desktop: a loopback redirect on
 /// `127.0.0.1` with a random port (RFC 8252 §7.3), or the exact one the client registered
@@ -218,50 +218,44 @@ final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, use
     ///   - redirectURI: the fixed redirect URI, named in the error when its port is taken.
     /// - Throws: `addressInUse` when `port` is taken; `io` for any other failure.
     init(port requested: UInt16 = 0, redirectURI: URL? = nil) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw Self.failure("create a socket") }
+        let fd: Int32
+        do { fd = try SystemCall.inetStreamSocket() } catch { throw Self.failure("create a socket", error) }
         descriptor = fd
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = requested.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
-        if requested != 0 {
+        let bindError: Errno?
+        do {
             // A port a login just left in TIME_WAIT can be listened on again at once.
-            var one: Int32 = 1
-            _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            try SystemCall.bindLoopback(fd, port: requested, reuseAddress: requested != 0)
+            bindError = nil
+        } catch {
+            bindError = error
         }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        if bound != 0 && errno == EADDRINUSE {
-            SystemCall.close(fd)
+        if bindError == .addressInUse {
+            SystemCall.closeAfterUse(fd)
             throw VaultError(
                 .addressInUse,
                 "The port \(requested) of the redirect URI \(redirectURI.map(ClientRegistration.safe) ?? "") is in use by another program, so the login cannot listen there. Stop that program (another vault login, say) and try again; the provider accepts only the registered redirect URI, so another port would not do.")
         }
-        guard bound == 0, listen(fd, 8) == 0 else {
-            let error = Self.failure("listen on 127.0.0.1")
-            SystemCall.close(fd)
-            throw error
+        do throws(Errno) {
+            if let bindError { throw bindError }
+            try SystemCall.listen(fd, backlog: 8)
+        } catch {
+            SystemCall.closeAfterUse(fd)
+            throw Self.failure("listen on 127.0.0.1", error)
         }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let named = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        let named: (address: UInt32, port: UInt16)?
+        do { named = try SystemCall.inetAddress(fd, peer: false) } catch {
+            SystemCall.closeAfterUse(fd)
+            throw Self.failure("read the listening port", error)
         }
-        guard named == 0 else {
-            let error = Self.failure("read the listening port")
-            SystemCall.close(fd)
-            throw error
-        }
-        port = UInt16(bigEndian: address.sin_port)
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        port = named?.port ?? 0
+        SystemCall.setNonBlocking(fd, true)
     }
 
     deinit { close() }
 
     func close() {
         guard descriptor >= 0 else { return }
-        SystemCall.close(descriptor)
+        SystemCall.closeAfterUse(descriptor)
         descriptor = -1
     }
 
@@ -277,11 +271,9 @@ final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, use
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
         while true {
-            let connection = accept(descriptor, nil, nil)
-            if connection < 0 {
-                guard errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR else {
-                    throw Self.failure("accept the redirect")
-                }
+            let accepted: Int32?
+            do { accepted = try SystemCall.accept(descriptor) } catch { throw Self.failure("accept the redirect", error) }
+            guard let connection = accepted else {
                 guard clock.now < deadline else {
                     throw Self.timedOut(timeout, redirectURI: redirectURI, fixed: fixed)
                 }
@@ -292,7 +284,7 @@ final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, use
                 }
                 continue
             }
-            defer { SystemCall.close(connection) }
+            defer { SystemCall.closeAfterUse(connection) }
             // Another user's process: dropped unanswered, before a byte is read.
             guard Self.peerIsThisUser(connection, listeningPort: port) else { continue }
             guard let request = Self.readRequest(connection), request.host?.lowercased() == host else { continue }
@@ -329,16 +321,11 @@ final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, use
     /// whose local address is the peer's and whose remote address is this listener's port.
     /// `true` when the table cannot be read (no `/proc`), so that the login still works there.
     static func peerIsThisUser(_ connection: Int32, listeningPort: UInt16) -> Bool {
-        var address = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let named = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(connection, $0, &length) }
-        }
-        guard named == 0, address.sin_family == sa_family_t(AF_INET) else { return false }
+        guard let address = try? SystemCall.inetAddress(connection, peer: true) else { return false }
         // The kernel prints an address as the hex of its raw (network-order) 32 bits read in host
         // order, and a port as its number.
-        let peer = String(format: "%08X:%04X", address.sin_addr.s_addr, UInt16(bigEndian: address.sin_port))
-        let ours = String(format: "%08X:%04X", UInt32(0x7f00_0001).bigEndian, listeningPort)
+        let peer = String(format: "%08X:%04X", address.address, address.port)
+        let ours = String(format: "%08X:%04X", SystemCall.loopbackAddressRaw, listeningPort)
         // Read to the end: procfs files report a size of 0.
         guard let file = FileHandle(forReadingAtPath: "/proc/net/tcp"), let bytes = try? file.readToEnd() else { return true }
         try? file.close()
@@ -347,7 +334,7 @@ final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, use
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid …
             guard fields.count > 7, fields[1] == peer, fields[2] == ours else { continue }
-            return UInt32(fields[7]) == UInt32(geteuid())
+            return UInt32(fields[7]) == SystemCall.effectiveUserID
         }
         return false
     }
@@ -355,15 +342,16 @@ final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, use
     /// The request target of an HTTP/1 request line and its `Host` field, read with a 5 s bound
     /// and an 8 KiB cap.
     private static func readRequest(_ connection: Int32) -> (target: String, host: String?)? {
-        _ = fcntl(connection, F_SETFL, fcntl(connection, F_GETFL) & ~O_NONBLOCK)
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        _ = setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        SystemCall.setNonBlocking(connection, false)
+        SystemCall.setReceiveTimeout(connection, seconds: 5)
         var data = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 2048)
         let endOfHeader: [UInt8] = [0x0d, 0x0a, 0x0d, 0x0a]
         while data.count < 8192 {
-            let count = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
-            if count <= 0 { break }
+            // nil: the 5 s passed (EAGAIN); a failure or the end of the stream ends the request too.
+            guard let count = try? buffer.withUnsafeMutableBytes({ raw throws(Errno) in try SystemCall.receive(connection, into: raw) }),
+                count > 0
+            else { break }
             data += buffer[0..<count]
             if data.count >= 4, data.indices.dropLast(3).contains(where: { Array(data[$0..<$0 + 4]) == endOfHeader }) { break }
         }
@@ -386,8 +374,10 @@ final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, use
         let bytes = Array(text.utf8)
         var sent = 0
         while sent < bytes.count {
-            let count = bytes[sent...].withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if count <= 0 { break }
+            // A blocking socket (readRequest made it one): nil (EAGAIN) or a failure ends the answer.
+            guard let count = try? bytes[sent...].withUnsafeBytes({ raw throws(Errno) in try SystemCall.send(connection, raw) }),
+                count > 0
+            else { break }
             sent += count
         }
     }
@@ -405,7 +395,7 @@ final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, use
             .timeout, "No redirect came back from the browser within \(seconds) s; the login was abandoned. \(advice)")
     }
 
-    private static func failure(_ action: String) -> VaultError {
-        VaultError(.io, "Could not \(action) for the login redirect: \(String(cString: strerror(errno))).")
+    private static func failure(_ action: String, _ error: Errno) -> VaultError {
+        VaultError(.io, "Could not \(action) for the login redirect: \(error.message).")
     }
 }

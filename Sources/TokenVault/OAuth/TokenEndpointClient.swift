@@ -1,6 +1,5 @@
 package import Foundation
 internal import CCurl
-internal import Glibc
 
 /// Sends OAuth requests to a token endpoint (and a device authorization endpoint) the way the
 /// RFCs want, and turns every answer into a token or a typed ``VaultError``.

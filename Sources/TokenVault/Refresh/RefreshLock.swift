@@ -1,6 +1,6 @@
 import Foundation
 
-internal import Glibc
+internal import TokenVaultSystem
 
 /// A cross-process, per-key lock: an exclusive `flock` on a small lock file.
 ///
@@ -29,7 +29,7 @@ final class RefreshLock {
     ///   for a lock file owned by someone else; `io`/`permissionDenied` for system failures.
     static func acquire(path: String, timeout: Duration) async throws -> RefreshLock {
         let descriptor = try LockSyscall.check("open the lock file", path) {
-            try SystemCall.open(path, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
+            try SystemCall.open(path, [.readWrite, .create, .noFollow], mode: 0o600)
         }
         let lock = RefreshLock(descriptor: descriptor)
         let status = try LockSyscall.check("inspect the lock file", path) { try SystemCall.fstat(descriptor) }
@@ -63,7 +63,7 @@ final class RefreshLock {
     func release() {
         guard descriptor >= 0 else { return }
         // close() drops the lock even if it reports an error; SystemCall never retries it.
-        SystemCall.close(descriptor)
+        SystemCall.closeAfterUse(descriptor)
         descriptor = -1
     }
 }
@@ -108,7 +108,7 @@ struct RefreshLockDirectory: Sendable {
     /// checked to be ours.
     static func forRuntime(
         scope: String, environment: [String: String] = ProcessInfo.processInfo.environment,
-        systemRuntime: String = "/run/user/\(geteuid())"
+        systemRuntime: String = "/run/user/\(SystemCall.effectiveUserID)"
     ) throws -> RefreshLockDirectory {
         let base: String
         if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"), isOwnPrivateDirectory(runtime) {
@@ -116,7 +116,7 @@ struct RefreshLockDirectory: Sendable {
         } else if isOwnPrivateDirectory(systemRuntime) {
             base = (systemRuntime as NSString).appendingPathComponent("token-vault")
         } else {
-            base = "/tmp/token-vault-\(geteuid())"
+            base = "/tmp/token-vault-\(SystemCall.effectiveUserID)"
         }
         try ensurePrivateDirectory(base)
         let directory = (base as NSString).appendingPathComponent("locks")

@@ -1,6 +1,7 @@
 import Synchronization
 
 import Glibc
+internal import TokenVaultSystem
 
 /// Keeps a termination signal from cutting a refresh in half.
 ///
@@ -124,7 +125,8 @@ public enum RefreshTermination: Sendable {
             let length = RefreshTermination.noticeLength.load(ordering: .sequentiallyConsistent)
             let address = RefreshTermination.noticeAddress.load(ordering: .sequentiallyConsistent)
             if length > 0, let pointer = UnsafeRawPointer(bitPattern: address) {
-                _ = write(STDERR_FILENO, pointer, length)
+                // Async-signal-safe: write(2) in a loop, no allocation.
+                _ = try? SystemCall.writeAll(SystemCall.standardError, UnsafeRawBufferPointer(start: pointer, count: length))
             }
         }
     }

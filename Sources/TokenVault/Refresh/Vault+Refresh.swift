@@ -1,9 +1,6 @@
 public import Foundation
 import Logging
 
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 extension Vault {
     /// Returns the token stored under `key`, refreshing it first if it expires within `leeway`

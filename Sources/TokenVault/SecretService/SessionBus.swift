@@ -1,7 +1,7 @@
 import Foundation
 internal import CLibSecret
 
-internal import Glibc
+internal import TokenVaultSystem
 
 /// Finds the D-Bus session bus the way GIO does, except that it never autolaunches one.
 ///
@@ -20,8 +20,7 @@ enum SessionBus {
         }
         if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
             let socket = (runtime as NSString).appendingPathComponent("bus")
-            var status = stat()
-            if lstat(socket, &status) == 0, (status.st_mode & S_IFMT) == S_IFSOCK {
+            if let status = try? SystemCall.lstat(socket), status.isSocket {
                 return .address("unix:path=" + escapeAddressValue(socket))
             }
             return .none(reason: "DBUS_SESSION_BUS_ADDRESS is not set and there is no bus socket at \(socket)")

@@ -14,6 +14,7 @@
 // - An `fsync` of a file makes its data durable, never its name (POSIX; ext4 often does more).
 import Foundation
 @testable import TokenVault
+import TokenVaultSystem
 @testable import TokenVaultTestSupport
 
 import Glibc

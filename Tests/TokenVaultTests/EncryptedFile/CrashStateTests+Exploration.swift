@@ -14,6 +14,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import TokenVault
+import TokenVaultSystem
 import TokenVaultGit
 import TokenVaultMigration
 @testable import TokenVaultTestSupport

@@ -7,6 +7,7 @@ import Synchronization
 import Testing
 @testable import TokenVaultTestSupport
 @testable import TokenVault
+import TokenVaultSystem
 
 /// Records the file operations below one directory, and can fail one of them.
 final class FileOperationRecorder: FileOperationHook, @unchecked Sendable {  // fields guarded by `lock`

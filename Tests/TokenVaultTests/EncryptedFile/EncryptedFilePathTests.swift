@@ -5,6 +5,7 @@ import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 @testable import TokenVault
+import TokenVaultSystem
 
 import Glibc
 

@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import TokenVault
+import TokenVaultSystem
 @testable import TokenVaultTestSupport
 
 /// A reader of an open file vault does not wait for this process's own write to reach the disk:

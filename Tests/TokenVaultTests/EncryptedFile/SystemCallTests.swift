@@ -4,6 +4,7 @@ import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 @testable import TokenVault
+import TokenVaultSystem
 @testable import TokenVaultMigration
 
 import Glibc

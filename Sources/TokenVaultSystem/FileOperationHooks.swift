@@ -5,7 +5,7 @@
 internal import Synchronization
 
 /// A change to the file system, as the crash-state tests replay it.
-enum FileOperation: Sendable, Equatable {
+package enum FileOperation: Sendable, Equatable {
     case create(path: String)
     case write(path: String, offset: Int64, bytes: [UInt8])
     case truncate(path: String, size: Int64)
@@ -19,7 +19,7 @@ enum FileOperation: Sendable, Equatable {
     case makeDirectory(path: String)
 
     /// The paths the operation touches.
-    var paths: [String] {
+    package var paths: [String] {
         switch self {
         case .create(let path), .write(let path, _, _), .truncate(let path, _), .sync(let path),
             .syncDirectory(let path), .unlink(let path), .makeDirectory(let path):
@@ -31,27 +31,27 @@ enum FileOperation: Sendable, Equatable {
 }
 
 /// Observes, and may fail, the file changes below one directory.
-protocol FileOperationHook: AnyObject, Sendable {
+package protocol FileOperationHook: AnyObject, Sendable {
     /// Called before `operation` runs; a returned error fails the call without running it.
     func willPerform(_ operation: FileOperation) -> Errno?
     /// Called after `operation` succeeded.
     func didPerform(_ operation: FileOperation)
 }
 
-enum FileOperationHooks {
+package enum FileOperationHooks {
     private static let active = Atomic<Int>(0)
     private static let installed = Mutex<[(directory: String, hook: any FileOperationHook)]>([])
 
-    static var isActive: Bool { active.load(ordering: .relaxed) > 0 }
+    package static var isActive: Bool { active.load(ordering: .relaxed) > 0 }
 
     /// Installs `hook` for `directory` itself (its `fsync`) and every path below it (an absolute
     /// path without a trailing `/`).
-    static func install(_ hook: any FileOperationHook, below directory: String) {
+    package static func install(_ hook: any FileOperationHook, below directory: String) {
         installed.withLock { $0.append((directory, hook)) }
         active.add(1, ordering: .relaxed)
     }
 
-    static func remove(_ hook: any FileOperationHook) {
+    package static func remove(_ hook: any FileOperationHook) {
         let removed = installed.withLock { list in
             let before = list.count
             list.removeAll { $0.hook === hook }
@@ -69,13 +69,13 @@ enum FileOperationHooks {
         }
     }
 
-    static func before(_ operation: @autoclosure () -> FileOperation) throws(Errno) {
+    package static func before(_ operation: @autoclosure () -> FileOperation) throws(Errno) {
         guard isActive else { return }
         let operation = operation()
         if let hook = hook(for: operation), let injected = hook.willPerform(operation) { throw injected }
     }
 
-    static func after(_ operation: @autoclosure () -> FileOperation) {
+    package static func after(_ operation: @autoclosure () -> FileOperation) {
         guard isActive else { return }
         let operation = operation()
         hook(for: operation)?.didPerform(operation)

@@ -1,5 +1,5 @@
 // Owns: the Swift name for a C `errno` value (swift-system's `Errno` style) that every call of
-// ``SystemCall`` throws. It knows nothing about vaults, plists or locks.
+// ``SystemCall`` throws, and the system's text for it. It knows nothing about vaults, plists or locks.
 internal import Glibc
 
 /// A C `errno` value. The lowest layer throws it; callers that know what the file was turn it
@@ -10,7 +10,7 @@ package struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     package init(rawValue: Int32) { self.rawValue = rawValue }
 
     /// The value of `errno` now.
-    static var current: Errno { Errno(rawValue: errno) }
+    package static var current: Errno { Errno(rawValue: errno) }
 
     package static let interrupted = Errno(rawValue: EINTR)
     package static let noSuchFileOrDirectory = Errno(rawValue: ENOENT)
@@ -29,17 +29,28 @@ package struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     package static let invalidArgument = Errno(rawValue: EINVAL)
     package static let notImplemented = Errno(rawValue: ENOSYS)
     package static let notSupported = Errno(rawValue: EOPNOTSUPP)
+    package static let badDescriptor = Errno(rawValue: EBADF)
+    package static let timedOut = Errno(rawValue: ETIMEDOUT)
+    package static let connectionRefused = Errno(rawValue: ECONNREFUSED)
+    package static let connectionAborted = Errno(rawValue: ECONNABORTED)
+    package static let addressInUse = Errno(rawValue: EADDRINUSE)
+    package static let nameTooLong = Errno(rawValue: ENAMETOOLONG)
+    package static let tooManyOpenFiles = Errno(rawValue: EMFILE)
+    package static let resultTooLarge = Errno(rawValue: ERANGE)
 
     /// The system's own text for the error, such as "No space left on device".
-    package var message: String {
-        guard let text = strerror(rawValue) else { return "error \(rawValue)" }
+    package var message: String { Self.message(rawValue) }
+
+    /// The system's own text for the C error code `code` (`strerror`).
+    package static func message(_ code: Int32) -> String {
+        guard let text = strerror(code) else { return "error \(code)" }
         return String(cString: text)
     }
 
     package var description: String { "errno \(rawValue) (\(message))" }
 
     /// Out of space or quota: the write did not happen for want of room.
-    var isDiskFull: Bool { self == .noSpace || self == .diskQuotaExceeded || self == .fileTooLarge }
+    package var isDiskFull: Bool { self == .noSpace || self == .diskQuotaExceeded || self == .fileTooLarge }
     /// Refused by permissions or a read-only file system.
-    var isPermission: Bool { self == .permissionDenied || self == .notPermitted || self == .readOnlyFileSystem }
+    package var isPermission: Bool { self == .permissionDenied || self == .notPermitted || self == .readOnlyFileSystem }
 }

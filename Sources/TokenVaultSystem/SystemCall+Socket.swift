@@ -1,5 +1,6 @@
-// Owns: the Unix-domain socket calls of the agent and its clients, in the same thin layer and
-// with the same EINTR policy as the rest of SystemCall. Every socket is non-blocking and
+// Owns: the Unix-domain socket calls of the agent and its clients (and the loopback TCP listener
+// of a login's redirect, SystemCall+Loopback.swift), in the same thin layer and with the same
+// EINTR policy as the rest of SystemCall. Every socket is non-blocking and
 // close-on-exec; waiting is `poll` with a deadline, so that no peer can hold a caller past it.
 internal import Glibc
 
@@ -19,7 +20,7 @@ extension SystemCall {
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
         guard !bytes.isEmpty, bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
-            throw Errno(rawValue: ENAMETOOLONG)
+            throw Errno.nameTooLong
         }
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             raw.copyBytes(from: bytes)
@@ -43,7 +44,7 @@ extension SystemCall {
         }
         if result != 0 {
             let code = Errno.current
-            close(fd)
+            closeAfterUse(fd)
             throw code
         }
         return fd
@@ -61,12 +62,12 @@ extension SystemCall {
         let bindError = Errno.current
         umask(previous)
         guard bound == 0 else {
-            close(fd)
+            closeAfterUse(fd)
             throw bindError
         }
         guard Glibc.listen(fd, backlog) == 0 else {
             let code = Errno.current
-            close(fd)
+            closeAfterUse(fd)
             throw code
         }
         return fd
@@ -80,11 +81,11 @@ extension SystemCall {
         do {
             connection = try retrying { Glibc.accept(fd, nil, nil) }
         } catch {
-            if error == .wouldBlock || error == Errno(rawValue: ECONNABORTED) { return nil }
+            if error == .wouldBlock || error == Errno.connectionAborted { return nil }
             throw error
         }
-        _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
-        _ = fcntl(connection, F_SETFL, fcntl(connection, F_GETFL) | O_NONBLOCK)
+        setCloseOnExec(connection)
+        setNonBlocking(connection, true)
         return connection
     }
 
@@ -108,9 +109,9 @@ extension SystemCall {
             let result = groups.withUnsafeMutableBytes { getsockopt(fd, SOL_SOCKET, peerGroupsOption, $0.baseAddress, &length) }
             if result == 0 { return Array(groups.prefix(Int(length) / MemoryLayout<UInt32>.size)) }
             let code = Errno.current
-            if code == Errno(rawValue: EINTR) { continue }
+            if code == .interrupted { continue }
             // ERANGE: `length` now says how much room the list needs.
-            guard code == Errno(rawValue: ERANGE), Int(length) > groups.count * MemoryLayout<UInt32>.size, length <= 65_536 * 4 else { throw code }
+            guard code == .resultTooLarge, Int(length) > groups.count * MemoryLayout<UInt32>.size, length <= 65_536 * 4 else { throw code }
             groups = [UInt32](repeating: 0, count: Int(length) / MemoryLayout<UInt32>.size)
         }
     }
@@ -160,93 +161,3 @@ extension SystemCall {
     }
 }
 
-/// Reads and writes whole frames on a non-blocking socket, each within a deadline.
-package enum FrameIO {
-    /// Why a frame could not be read.
-    package enum ReadFailure: Error {
-        /// The peer closed the connection before a frame began.
-        case closed
-        /// No frame began within the idle time, or one did not finish by its deadline.
-        case timedOut
-        /// The bytes are not a frame (oversized or too short a length).
-        case malformed(AgentProtocol.DecodingError)
-        case system(Errno)
-    }
-
-    /// Reads one frame's body: waits up to `idleMilliseconds` for its first byte, then gives
-    /// the rest `deadlineMilliseconds` in all. An announced length above the protocol's maximum
-    /// is refused before its body is read.
-    package static func readBody(_ fd: Int32, idleMilliseconds: Int32, deadlineMilliseconds: Int32) throws(ReadFailure) -> [UInt8] {
-        var header = [UInt8](repeating: 0, count: AgentProtocol.headerLength)
-        var filled = 0
-        var deadline: Int64?
-        func fill(_ buffer: inout [UInt8], from start: Int) throws(ReadFailure) -> Void {
-            var done = start
-            while done < buffer.count {
-                let remaining: Int32
-                if let deadline {
-                    let left = deadline - SystemCall.monotonicMilliseconds
-                    guard left > 0 else { throw .timedOut }
-                    remaining = Int32(clamping: left)
-                } else {
-                    remaining = idleMilliseconds
-                }
-                let ready: Bool
-                do { ready = try SystemCall.wait(fd, milliseconds: remaining) } catch { throw .system(error) }
-                guard ready else { throw .timedOut }
-                let received = buffer.withUnsafeMutableBytes { raw in
-                    Result { () throws(Errno) -> Int? in
-                        try SystemCall.receive(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[done...]))
-                    }
-                }
-                let count: Int?
-                switch received {
-                case .success(let value): count = value
-                case .failure(let error): throw .system(error)
-                }
-                guard let count else { continue }
-                if count == 0 {
-                    if deadline == nil { throw .closed }
-                    throw .malformed(AgentProtocol.DecodingError("the connection ended inside a frame"))
-                }
-                if deadline == nil { deadline = SystemCall.monotonicMilliseconds + Int64(deadlineMilliseconds) }
-                done += count
-            }
-        }
-        try fill(&header, from: filled)
-        filled = header.count
-        let length: Int
-        do { length = try AgentProtocol.bodyLength(header: header) } catch { throw .malformed(error) }
-        var body = [UInt8](repeating: 0, count: length)
-        try fill(&body, from: 0)
-        return body
-    }
-
-    /// Writes all of `bytes` within `deadlineMilliseconds`.
-    package static func write(_ fd: Int32, _ bytes: [UInt8], deadlineMilliseconds: Int32) throws(Errno) {
-        let deadline = SystemCall.monotonicMilliseconds + Int64(deadlineMilliseconds)
-        var done = 0
-        while done < bytes.count {
-            let sent = try bytes.withUnsafeBytes { raw in
-                Result { () throws(Errno) -> Int? in try SystemCall.send(fd, UnsafeRawBufferPointer(rebasing: raw[done...])) }
-            }.get()
-            if let sent {
-                done += sent
-                continue
-            }
-            let left = deadline - SystemCall.monotonicMilliseconds
-            guard left > 0, try SystemCall.wait(fd, forWriting: true, milliseconds: Int32(clamping: left)) else {
-                throw Errno(rawValue: ETIMEDOUT)
-            }
-        }
-    }
-}
-
-extension Array where Element == UInt8 {
-    /// Overwrites every byte with zero (sodium_memzero, which the compiler cannot drop).
-    package mutating func wipe() {
-        withUnsafeMutableBytes { raw in
-            if let base = raw.baseAddress { Sodium.wipe(base, count: raw.count) }
-        }
-    }
-}

@@ -67,8 +67,8 @@ extension SystemCall {
 
     /// A file of /proc, read whole (`stat` does not know its size).
     package static func readWhole(_ path: String) throws -> String {
-        let fd = try SystemCall.open(path, O_RDONLY)
-        defer { SystemCall.close(fd) }
+        let fd = try SystemCall.open(path, .readOnly)
+        defer { SystemCall.closeAfterUse(fd) }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16384)
         while true {

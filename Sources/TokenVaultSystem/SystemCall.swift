@@ -1,7 +1,9 @@
-// Owns: every POSIX call of the library and of the `vault` command, in one place, with one
-// policy: `EINTR` is retried everywhere except `close`, and failure is a thrown ``Errno``.
-// Nothing here knows what a file is for; callers turn an ``Errno`` into a ``VaultError``
-// (see `VaultError+Errno.swift`). Calls that change files pass through ``FileOperationHooks``.
+// Owns: every libc call the library and the `vault` commands make for files, locks, sockets,
+// inotify and terminals (this module, TokenVaultSystem, is the only one that imports Glibc for
+// them; Tests/TokenVaultTests/SystemLayerTests fails on a call outside it). One policy: `EINTR`
+// is retried everywhere except `close`, which follows swift-nio's rule, and failure is a thrown
+// ``Errno``. Nothing here knows what a file is for; callers turn an ``Errno`` into their own error
+// (TokenVault's `VaultError+Errno.swift`). Calls that change files pass through ``FileOperationHooks``.
 internal import Glibc
 
 // File-scope names for the C calls whose names the `SystemCall` members shadow.
@@ -52,6 +54,7 @@ package enum SystemCall {
         package var isRegularFile: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
         package var isDirectory: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
         package var isSymbolicLink: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFLNK) }
+        package var isSocket: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFSOCK) }
         /// Permission bits for group and others.
         package var groupOrOtherBits: UInt32 { mode & 0o077 }
         package var permissionBits: UInt32 { mode & 0o7777 }
@@ -109,34 +112,74 @@ package enum SystemCall {
 
     // MARK: Descriptors
 
+    /// The flags of `open(2)` that callers choose (`O_CLOEXEC` is always added).
+    package struct OpenFlags: OptionSet, Sendable {
+        package let rawValue: Int32
+        package init(rawValue: Int32) { self.rawValue = rawValue }
+
+        package static let readOnly = OpenFlags(rawValue: O_RDONLY)
+        package static let writeOnly = OpenFlags(rawValue: O_WRONLY)
+        package static let readWrite = OpenFlags(rawValue: O_RDWR)
+        package static let create = OpenFlags(rawValue: O_CREAT)
+        /// With ``create``: fail with `EEXIST` rather than open an existing file.
+        package static let exclusive = OpenFlags(rawValue: O_EXCL)
+        /// Fail with `ELOOP` where the last component is a symbolic link.
+        package static let noFollow = OpenFlags(rawValue: O_NOFOLLOW)
+        /// Never wait in `open` (a FIFO) or on a lease.
+        package static let nonBlocking = OpenFlags(rawValue: O_NONBLOCK)
+        package static let directory = OpenFlags(rawValue: O_DIRECTORY)
+        /// A terminal opened does not become the process's controlling terminal.
+        package static let noControllingTerminal = OpenFlags(rawValue: O_NOCTTY)
+    }
+
     /// Opens `path` (always `O_CLOEXEC`). `O_CREAT` counts as a file change for the hooks.
-    package static func open(_ path: String, _ flags: Int32, mode: UInt32 = 0o600) throws(Errno) -> Int32 {
-        if flags & O_CREAT != 0 { try FileOperationHooks.before(.create(path: path)) }
-        let fd = try retrying { Glibc.open(path, flags | O_CLOEXEC, mode_t(mode)) }
-        if flags & O_CREAT != 0 { FileOperationHooks.after(.create(path: path)) }
+    package static func open(_ path: String, _ flags: OpenFlags, mode: UInt32 = 0o600) throws(Errno) -> Int32 {
+        let creates = flags.contains(.create)
+        if creates { try FileOperationHooks.before(.create(path: path)) }
+        let fd = try retrying { Glibc.open(path, flags.rawValue | O_CLOEXEC, mode_t(mode)) }
+        if creates { FileOperationHooks.after(.create(path: path)) }
         return fd
     }
 
     /// Opens `path`, or returns `nil` if it does not exist.
-    package static func openIfExists(_ path: String, _ flags: Int32) throws(Errno) -> Int32? {
+    package static func openIfExists(_ path: String, _ flags: OpenFlags) throws(Errno) -> Int32? {
         do {
-            return try open(path, flags & ~O_CREAT)
+            return try open(path, flags.subtracting(.create))
         } catch .noSuchFileOrDirectory {
             return nil
         }
     }
 
-    /// Closes `fd`. Never retried: on Linux the descriptor is gone even when `close` reports
-    /// `EINTR`, and a retry could close a descriptor another thread has just been given.
-    ///
-    /// swift-nio's rule: `EBADF` is a bug in this program, not a condition to handle. A
-    /// descriptor closed twice is one whose number another thread may have been given in
-    /// between, and the second close takes that thread's file from under it (a read of a key
-    /// file failed with `EBADF` that way once). Stopping at the first such close is safer than
-    /// going on with someone else's file closed.
-    package static func close(_ fd: Int32) {
-        if Glibc.close(fd) == -1 && errno == EBADF {
+    /// Closes `fd`, swift-nio's rule for `close(2)` on Linux:
+    /// - never retried, and `EINTR` counts as closed: on Linux the descriptor is gone even when
+    ///   `close` reports `EINTR`, and a retry could close a descriptor another thread has just
+    ///   been given;
+    /// - `EBADF` is a bug in this program, not a condition to handle: a descriptor closed twice
+    ///   is one whose number another thread may have been given in between, and the second close
+    ///   takes that thread's file from under it (a read of a key file failed with `EBADF` that
+    ///   way once). Stopping at the first such close is safer than going on with someone else's
+    ///   file closed;
+    /// - any other error is thrown (the descriptor is gone all the same): `EIO`, `ENOSPC` or
+    ///   `EDQUOT` from a file system that writes back on close (NFS) mean written data was lost.
+    package static func close(_ fd: Int32) throws(Errno) {
+        guard Glibc.close(fd) == -1 else { return }
+        let code = Errno.current
+        if code == .badDescriptor {
             preconditionFailure("close(\(fd)) of a descriptor that is not open: a double close")
+        }
+        if code != .interrupted { throw code }
+    }
+
+    /// Closes `fd` where there is nothing a close could still report: a descriptor only read
+    /// from, a socket, a lock, a directory, an inotify instance, or a file whose writes were
+    /// synced (`fsync`/`fdatasync` reported their errors) before it. On Linux such a close fails
+    /// only as ``close(_:)`` describes, and its remaining errors concern unsynced written data,
+    /// which there is none of. `EBADF` stops the process as in ``close(_:)``.
+    package static func closeAfterUse(_ fd: Int32) {
+        do {
+            try close(fd)
+        } catch {
+            // Nothing written is unsynced (see above): the descriptor is released all the same.
         }
     }
 
@@ -228,8 +271,8 @@ package enum SystemCall {
 
     /// `fsync`s a directory, so that a rename or a creation in it survives a crash.
     package static func syncDirectory(_ path: String) throws(Errno) {
-        let fd = try open(path, O_RDONLY | O_DIRECTORY)
-        defer { Self.close(fd) }
+        let fd = try open(path, [.readOnly, .directory])
+        defer { closeAfterUse(fd) }
         try hooked(.syncDirectory(path: path)) { Glibc.fsync(fd) }
     }
 
