@@ -87,8 +87,8 @@ final class PostgresConnector: Sendable {
         let bound = channel.eventLoop.scheduleTask(in: TimeAmount(connectTimeout)) { channel.close(promise: nil) }
         defer { bound.cancel() }
         let vault = PostgresStore.vaultName(configuration)
+        let ready = channel.eventLoop.makePromise(of: Void.self)
         do {
-            let ready = channel.eventLoop.makePromise(of: Void.self)
             // An IP address is never sent as SNI (RFC 6066); a name is, as libpq does.
             let serverName = ServerNameCheck.ipv4(host) == nil && ServerNameCheck.ipv6(host) == nil ? host : nil
             try await channel.eventLoop.submit {
@@ -99,6 +99,10 @@ final class PostgresConnector: Sendable {
             if checkName { try await checkServerName(host: host, channel: channel, vault: vault) }
             return channel
         } catch {
+            // A channel closed before the starter was added (a restart) leaves `ready` to be
+            // completed here (a second completion is ignored): a promise dropped unfulfilled is
+            // a crash in debug builds.
+            ready.fail(error)
             channel.close(promise: nil)
             throw error
         }
@@ -440,39 +444,22 @@ final class PooledConnection: Sendable {
     /// `body`'s result, or ``ClosedConnection`` when the connection closed and `body` had not
     /// ended ``grace`` later; `body` is then cancelled and left to end on its own.
     func run<Result: Sendable>(_ body: @escaping @Sendable () async throws -> Result) async throws -> Result {
-        let once = Once()
-        let work = WorkHandle()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
-                let abort: @Sendable () -> Void = {
-                    guard once.claim() else { return }
-                    work.cancel()
-                    continuation.resume(throwing: ClosedConnection())
-                }
+        try await AbandonableWork.run(
+            arm: { abandon in
                 let (run, closed) = watch.withLock { watch in
                     watch.run += 1
-                    watch.abort = (watch.run, abort)
+                    watch.abort = (watch.run, { abandon(ClosedConnection()) })
                     return (watch.run, watch.closed)
                 }
-                if closed { connection.eventLoop.scheduleTask(in: Self.grace) { abort() } }
-                work.set(
-                    Task {
-                        let result: Swift.Result<Result, any Error>
-                        do {
-                            result = .success(try await body())
-                        } catch {
-                            result = .failure(error)
-                        }
-                        self.watch.withLock { watch in
-                            if watch.abort?.run == run { watch.abort = nil }
-                        }
-                        guard once.claim() else { return }
-                        continuation.resume(with: result)
-                    })
-            }
-        } onCancel: {
-            work.cancel()
-        }
+                if closed { connection.eventLoop.scheduleTask(in: Self.grace) { abandon(ClosedConnection()) } }
+                return run
+            },
+            ended: { run in
+                self.watch.withLock { watch in
+                    if watch.abort?.run == run { watch.abort = nil }
+                }
+            },
+            body)
     }
 }
 #endif

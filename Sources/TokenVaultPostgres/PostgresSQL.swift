@@ -198,66 +198,17 @@ extension PostgresStore {
         _ limit: Duration, what: @autoclosure @escaping @Sendable () -> String, vault: String, watch: DeadlineWatch = .shared,
         _ body: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
-        let once = Once()
-        let work = WorkHandle()
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
-            // The deadline is entered first, so the bound counts from the call. Either side
-            // resumes the continuation only if it claims `once` first.
-            let entry = watch.register(after: limit) {
-                guard once.claim() else { return }
-                work.cancel()
-                continuation.resume(
-                    throwing: VaultError(
-                        .backendUnavailable,
-                        "Could not \(what()) in \(vault) within \(limit): the database did not answer in time (unreachable, down or restarting)."))
-            }
-            work.set(
-                Task {
-                    let result: Swift.Result<Result, any Error>
-                    do {
-                        result = .success(try await body())
-                    } catch {
-                        result = .failure(error)
-                    }
-                    guard once.claim() else { return }
-                    watch.remove(entry)
-                    continuation.resume(with: result)
-                })
-        }
-    }
-}
-
-/// The work task of ``PostgresStore/withDeadline(_:what:vault:watch:_:)``, to cancel when the
-/// timer wins, even if the timer wins before the task is stored here.
-final class WorkHandle: Sendable {
-    private let state = Mutex<(task: Task<Void, Never>?, cancelled: Bool)>((nil, false))
-
-    func set(_ task: Task<Void, Never>) {
-        let cancelled = state.withLock { state in
-            state.task = task
-            return state.cancelled
-        }
-        if cancelled { task.cancel() }
-    }
-
-    func cancel() {
-        let task = state.withLock { state in
-            state.cancelled = true
-            return state.task
-        }
-        task?.cancel()
-    }
-}
-
-/// A flag that only the first caller of ``claim()`` gets: who resumes a continuation.
-final class Once: Sendable {
-    private let taken = Mutex(false)
-
-    func claim() -> Bool {
-        taken.withLock { taken in
-            defer { taken = true }
-            return !taken
-        }
+        try await AbandonableWork.run(
+            arm: { abandon in
+                watch.register(after: limit) {
+                    abandon(
+                        VaultError(
+                            .backendUnavailable,
+                            "Could not \(what()) in \(vault) within \(limit): the database did not answer in time (unreachable, down or restarting)."))
+                }
+            },
+            ended: { entry in watch.remove(entry) },
+            body)
     }
 }
 
