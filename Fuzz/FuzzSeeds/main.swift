@@ -57,8 +57,8 @@ let history = try await vaultFile("history.vault", source: .keyFile(keyFile)) { 
     try await store.save(Data("api-key-1".utf8), for: key("svc", "a"))
     try await store.delete(key("svc", "a"))
     try await store.saveAll([
-        (key: try key("google", "me@example.com"), secret: token, contentType: .json),
-        (key: try key("café", "ünïcode"), secret: Data([0, 1, 2, 255]), contentType: .binary),
+        CredentialWrite(key: try key("google", "me@example.com"), secret: token, contentType: .json),
+        CredentialWrite(key: try key("café", "ünïcode"), secret: Data([0, 1, 2, 255]), contentType: .binary),
     ])
     try await store.save(Data(), for: key("svc", "empty"))
 }

@@ -16,6 +16,24 @@ public struct SecretContentType: RawRepresentable, Hashable, Sendable {
     public static let text = SecretContentType(rawValue: "text/plain")
 }
 
+/// One secret of a batch written with ``CredentialStore/saveAll(_:)``: what
+/// ``CredentialStore/save(_:for:contentType:)`` takes, as one value.
+///
+/// Its `description` names the key and the secret's size, never the secret.
+public struct CredentialWrite: Sendable, CustomStringConvertible {
+    public var key: CredentialKey
+    public var secret: Data
+    public var contentType: SecretContentType
+
+    public init(key: CredentialKey, secret: Data, contentType: SecretContentType = .binary) {
+        self.key = key
+        self.secret = secret
+        self.contentType = contentType
+    }
+
+    public var description: String { "\(key): \(secret.count) bytes (\(contentType.rawValue))" }
+}
+
 /// The one seam between TokenVault and a storage backend.
 ///
 /// A store maps ``CredentialKey``s to opaque secret bytes. It knows nothing about tokens: token
@@ -52,7 +70,7 @@ public protocol CredentialStore: Sendable {
 
     /// Stores several secrets. Backends that can make the whole batch durable at once (the
     /// encrypted file does it with one `fsync`) override the default, which saves one by one.
-    func saveAll(_ entries: [(key: CredentialKey, secret: Data, contentType: SecretContentType)]) async throws
+    func saveAll(_ entries: [CredentialWrite]) async throws
 
     /// Removes the entry under `key`. Returns `true` if there was one, `false` if there was not.
     @discardableResult
@@ -81,7 +99,7 @@ extension CredentialStore {
         try await save(secret, for: key, contentType: .binary)
     }
 
-    public func saveAll(_ entries: [(key: CredentialKey, secret: Data, contentType: SecretContentType)]) async throws {
+    public func saveAll(_ entries: [CredentialWrite]) async throws {
         for entry in entries {
             try await save(entry.secret, for: entry.key, contentType: entry.contentType)
         }

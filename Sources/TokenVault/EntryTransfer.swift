@@ -7,18 +7,8 @@ package import Foundation
 
 /// Entries to write into a vault, all or nothing.
 package struct EntryTransfer {
-    /// One entry to write.
-    package struct Item: Sendable {
-        package var key: CredentialKey
-        package var secret: Data
-        package var contentType: SecretContentType
-
-        package init(key: CredentialKey, secret: Data, contentType: SecretContentType) {
-            self.key = key
-            self.secret = secret
-            self.contentType = contentType
-        }
-    }
+    /// One entry to write: what a store's batch write takes.
+    package typealias Item = CredentialWrite
 
     /// What the destination holds for the items, compared: what is to be written (with what it
     /// replaces), what is already there, and what would be replaced by another value.
@@ -76,7 +66,7 @@ package struct EntryTransfer {
         }
         do {
             if !plan.toWrite.isEmpty {
-                try await vault.store.saveAll(plan.toWrite.map { ($0.item.key, $0.item.secret, $0.item.contentType) })
+                try await vault.store.saveAll(plan.toWrite.map { CredentialWrite(key: $0.item.key, secret: $0.item.secret, contentType: $0.item.contentType) })
                 for (item, _) in plan.toWrite {
                     guard try await vault.store.load(item.key) == item.secret else {
                         throw VaultError(

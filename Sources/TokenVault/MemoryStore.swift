@@ -26,7 +26,7 @@ public actor MemoryStore: CredentialStore {
         entries[key] = secret
     }
 
-    public func saveAll(_ batch: [(key: CredentialKey, secret: Data, contentType: SecretContentType)]) {
+    public func saveAll(_ batch: [CredentialWrite]) {
         for entry in batch {
             entries[entry.key] = entry.secret
         }

@@ -269,7 +269,7 @@ public final class PostgresStore: CredentialStore, Sendable {
     }
 
     /// Saves every entry in one transaction: all of them or none.
-    public func saveAll(_ entries: [(key: CredentialKey, secret: Data, contentType: SecretContentType)]) async throws {
+    public func saveAll(_ entries: [CredentialWrite]) async throws {
         guard !entries.isEmpty else { return }
         for entry in entries { try Self.checkSize(entry.secret, entry.key) }
         let items = entries.map { ($0.key, $0.secret) }

@@ -230,7 +230,7 @@ public enum StoreConformance: Sendable {
 
     static func batch(_ store: any CredentialStore, _ traits: Traits, _ ns: Namespace) async throws {
         let entries = try (0..<50).map { index in
-            (key: try ns.key("batch-\(index)"), secret: Data("batch secret \(index)".utf8), contentType: SecretContentType.json)
+            CredentialWrite(key: try ns.key("batch-\(index)"), secret: Data("batch secret \(index)".utf8), contentType: .json)
         }
         try await store.saveAll(entries)
         for entry in entries {

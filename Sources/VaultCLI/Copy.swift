@@ -68,20 +68,18 @@ extension VaultCommand {
             let override: VaultConfiguration.KeySource? =
                 toKeyFile.map { .keyFile($0) } ?? toPassphraseFile.map { .passphraseFile($0) }
             // 1. Validate: every entry of the source reads.
-            var entries: [(key: CredentialKey, secret: Data)] = []
+            var entries: [CredentialWrite] = []
             for key in try await source.keys() {
                 guard let secret = try await source.secret(for: key) else {
                     throw VaultError(.notFound, "The entry \(key) vanished from the \(from.rawValue) backend while it was read; nothing was copied.")
                 }
-                entries.append((key, secret))
+                entries.append(CredentialWrite(key: key, secret: secret, contentType: EntryTransfer.contentType(of: secret)))
             }
             let destination = try await open(to, creating: true, keySource: override)
             // 2. Collisions: equal values are already copied; other values need --overwrite.
             // 3. Write, 4. read back and compare; undo on any failure: the engine the migration uses.
             let transfer = EntryTransfer(into: destination, destinationName: "the \(to.rawValue) backend")
-            let plan = try await transfer.plan(
-                entries.map { EntryTransfer.Item(key: $0.key, secret: $0.secret, contentType: EntryTransfer.contentType(of: $0.secret)) },
-                overwrite: overwrite)
+            let plan = try await transfer.plan(entries, overwrite: overwrite)
             guard plan.conflicts.isEmpty || overwrite else {
                 let shown = plan.conflicts.prefix(5).map(\.description).joined(separator: ", ")
                 throw VaultError(

@@ -37,7 +37,7 @@ enum Workloads {
         while next < count {
             let end = min(count, next + batch)
             let entries = try (next..<end).map {
-                (key: try Payloads.key(service: "scale", index: $0), secret: payloads.payload($0), contentType: SecretContentType.json)
+                CredentialWrite(key: try Payloads.key(service: "scale", index: $0), secret: payloads.payload($0), contentType: .json)
             }
             let before = monotonicNanoseconds()
             try await store.saveAll(entries)

@@ -120,12 +120,12 @@ public final class EncryptedFileStore: CredentialStore, Sendable {
     }
 
     public func save(_ secret: Data, for key: CredentialKey, contentType: SecretContentType) async throws {
-        try await saveAll([(key: key, secret: secret, contentType: contentType)])
+        try await saveAll([CredentialWrite(key: key, secret: secret, contentType: contentType)])
     }
 
     /// Saves every entry as one batch: one append and one `fdatasync`. Another process, or a
     /// reopen after a crash, sees either the whole batch or none of it.
-    public func saveAll(_ entries: [(key: CredentialKey, secret: Data, contentType: SecretContentType)]) async throws {
+    public func saveAll(_ entries: [CredentialWrite]) async throws {
         guard !entries.isEmpty else { return }
         for entry in entries where entry.secret.count > Self.maximumSecretSize {
             throw VaultError(

@@ -105,7 +105,7 @@ extension PostgresTests {
                 for key in keys { guard try await reader.load(key) == Data("v1".utf8) else { return false } }
                 return reader.readCacheHits - before == keys.count
             }
-            try await writer.saveAll(keys.map { (key: $0, secret: Data("v2".utf8), contentType: .binary) })
+            try await writer.saveAll(keys.map { CredentialWrite(key: $0, secret: Data("v2".utf8), contentType: .binary) })
             for key in keys {
                 try await eventually("\(key) seen at v2", bound: .seconds(5)) { try await reader.load(key) == Data("v2".utf8) }
             }

@@ -116,9 +116,9 @@ extension CrashStateTests {
         try await step("set") { try await store.save(value("first a;", 40), for: S.key("a")) }
         try await step("batch") {
             try await store.saveAll([
-                (key: S.key("b"), secret: value("b", 700), contentType: .binary),
-                (key: S.key("c"), secret: value("c", 20), contentType: .binary),
-                (key: S.key("d"), secret: value("d", 1500), contentType: .binary),
+                CredentialWrite(key: S.key("b"), secret: value("b", 700), contentType: .binary),
+                CredentialWrite(key: S.key("c"), secret: value("c", 20), contentType: .binary),
+                CredentialWrite(key: S.key("d"), secret: value("d", 1500), contentType: .binary),
             ])
         }
         try await step("delete") { try await store.delete(S.key("b")) }
@@ -185,8 +185,8 @@ extension CrashStateTests {
                 try await step("set") { try await store.save(value("\(round);", size), for: S.key(account)) }
             case 5..<7:
                 let entries = (0..<Int.random(in: 2...4, using: &random)).map { index in
-                    (key: S.key("r\((index + round) % 6)"), secret: value("\(round).\(index);", Int.random(in: 1...1200, using: &random)),
-                        contentType: SecretContentType.binary)
+                    CredentialWrite(key: S.key("r\((index + round) % 6)"), secret: value("\(round).\(index);", Int.random(in: 1...1200, using: &random)),
+                        contentType: .binary)
                 }
                 try await step("batch") { try await store.saveAll(entries) }
             case 7..<9:

@@ -97,7 +97,7 @@ final class FileOperationRecorder: FileOperationHook, @unchecked Sendable {  // 
         switch step {
         case .save(let account, let value): try await store.save(Data(value.utf8), for: S.key(account))
         case .batch(let entries):
-            try await store.saveAll(entries.map { (key: S.key($0.0), secret: Data($0.1.utf8), contentType: .binary) })
+            try await store.saveAll(entries.map { CredentialWrite(key: S.key($0.0), secret: Data($0.1.utf8), contentType: .binary) })
         case .delete(let account): try await store.delete(S.key(account))
         case .compact: try await store.compact()
         case .rekey: try await store.rekey(to: .keyFile(newKey))

@@ -19,7 +19,7 @@ import Glibc
             let end = min(count, next + 2_000)
             try await store.saveAll(
                 (next..<end).map {
-                    (key: S.key("\($0)", service: service), secret: S.helperValue(service: service, index: $0), contentType: .json)
+                    CredentialWrite(key: S.key("\($0)", service: service), secret: S.helperValue(service: service, index: $0), contentType: .json)
                 })
             next = end
         }

@@ -335,7 +335,7 @@ import Glibc
         let store = try await S.open(vault, .keyFile(key))
         try await store.save(Data("before".utf8), for: S.key("before"))
         let sizeBefore = try S.read(vault).count
-        let entries = (0..<10).map { (key: S.key("b\($0)"), secret: Data("batch \($0)".utf8), contentType: SecretContentType.json) }
+        let entries = (0..<10).map { CredentialWrite(key: S.key("b\($0)"), secret: Data("batch \($0)".utf8), contentType: .json) }
         try await store.saveAll(entries)
         let full = try S.read(vault)
         // Cut the batch anywhere: the reopened vault holds all of it or none of it.
