@@ -13,9 +13,7 @@ extension PostgresTests {
         func everyAcceptedSSLModeConnects(_ mode: String) async throws {
             let postgres = try TestPostgres.require()
             let dir = try TemporaryDirectory()
-            let store = try await PostgresStore.open(
-                try postgres.configuration(try postgres.freshDatabase(), sslmode: mode), keySource: .keyFile(try dir.keyFile()),
-                options: TestPostgres.testOptions)
+            let store = try await postgres.open(try postgres.freshDatabase(), keySource: .keyFile(try dir.keyFile()), sslmode: mode)
             defer { store.close() }
             let status = try await store.status()
             #expect((status.tls != nil) == (mode != "disable"), "\(mode): \(status.tls ?? "no TLS")")
@@ -30,9 +28,7 @@ extension PostgresTests {
         func everyTCPConnectionHasKeepalives(_ mode: String) async throws {
             let postgres = try TestPostgres.require()
             let dir = try TemporaryDirectory()
-            let store = try await PostgresStore.open(
-                try postgres.configuration(try postgres.freshDatabase(), sslmode: mode), keySource: .keyFile(try dir.keyFile()),
-                options: TestPostgres.testOptions)
+            let store = try await postgres.open(try postgres.freshDatabase(), keySource: .keyFile(try dir.keyFile()), sslmode: mode)
             defer { store.close() }
             _ = try await store.status()
             let sockets = try ChildProcess.run(

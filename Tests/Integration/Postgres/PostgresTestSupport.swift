@@ -76,9 +76,10 @@ struct TestPostgres: Sendable {
     static let testOptions = PostgresStore.Options(operationTimeout: .seconds(20), kdf: .minimum)
 
     func open(
-        _ database: String, keySource: VaultConfiguration.KeySource, options: PostgresStore.Options = TestPostgres.testOptions
+        _ database: String, keySource: VaultConfiguration.KeySource, sslmode: String = "verify-full",
+        options: PostgresStore.Options = TestPostgres.testOptions
     ) async throws -> PostgresStore {
-        try await PostgresStore.open(try configuration(database), keySource: keySource, options: options)
+        try await PostgresStore.open(try configuration(database, sslmode: sslmode), keySource: keySource, options: options)
     }
 }
 
