@@ -80,9 +80,14 @@ extension PostgresStore {
                 .backendUnavailable,
                 "Lost the refresh lock of \(key) in \(vault) (its connection ended) before the token request could leave; nothing was presented. Run the command again.")
         }
+        // The row changed after this flight read it under the lock. That happens when a holder
+        // lost the lock (killed, or cut off until the server ended its session) just after
+        // its own journal statement had passed the fence and before that statement's COMMIT: the
+        // write is committed after the lock changed hands. A writer that does not take the refresh
+        // lock is the other way. Either way, what this flight read is stale.
         throw VaultError(
             .backendUnavailable,
-            "The entry \(key) in \(vault) was written by another process without the refresh lock while this refresh held it; nothing was presented, and the entry keeps that write. Run the command again.")
+            "The entry \(key) in \(vault) changed after this refresh read it under its refresh lock (a process that had just lost that lock finished its write, or a write that does not take it); nothing was presented, and the entry keeps that write. Run the command again.")
     }
 }
 #endif
