@@ -55,8 +55,19 @@ final class PostgresConnector: Sendable {
                 database: configuration.database)
         }
         settings.options.connectTimeout = TimeAmount(connectTimeout)
+        settings.options.additionalStartupParameters = Self.serverKeepalive
         return try await PostgresConnection.connect(on: eventLoop, configuration: settings, id: id, logger: PostgresSQL.silent)
     }
+
+    /// The server's side of the same, for the whole session of every connection, sent with the
+    /// startup message (no round trip): the backend of a client that went silent (cut off,
+    /// powered off) ends about 24 s after its last packet, and with it any transaction it held
+    /// open and the row locks that transaction took. Without them the server waits out the
+    /// kernel's two hours: a `vault set` cut off between its UPDATE and its COMMIT kept the row
+    /// locked for every other host that long. The refresh transaction sets these and more for
+    /// itself (``PostgresStore/deadPeerSettings``). Settings every PostgreSQL release knows (a
+    /// startup parameter the server does not know fails the login); ignored over a Unix socket.
+    static let serverKeepalive = [("tcp_keepalives_idle", "18"), ("tcp_keepalives_interval", "2"), ("tcp_keepalives_count", "3")]
 
     /// TCP keepalives on every connection, as the refresh asks the server to keep them
     /// (``PostgresStore/deadPeerSettings``): a client waiting on a server that went away without

@@ -8,8 +8,8 @@ import PostgresNIO
 extension LockedView: RefreshJournalWriting {
     /// The journal is the entry itself, as the file vault writes it (a ``StoredEntry`` with its
     /// `refresh_presenting` record), sealed as every row is and committed on another connection of
-    /// the pool in a transaction of its own, so that a `kill -9` of this process during the token
-    /// request (which rolls the refresh's transaction back) leaves it behind for the next flight,
+    /// the pool in one autocommitted statement, so that a `kill -9` of this process during the
+    /// token request (which rolls the refresh's transaction back) leaves it behind for the next flight,
     /// on any host. The write is fenced twice: it replaces only the version of the row that this
     /// view read under the lock, and only while this flight's backend still holds the advisory
     /// lock (`pg_locks`), so it never overwrites a newer token and never lands after the lock was
@@ -31,8 +31,8 @@ extension LockedView: RefreshJournalWriting {
 }
 
 extension PostgresStore {
-    /// Commits the sealed `secret` for `key` as a new version of the row, in a transaction of its
-    /// own on a pooled connection, if the row still has version `expected` and the backend
+    /// Commits the sealed `secret` for `key` as a new version of the row, in one autocommitted
+    /// statement on a pooled connection, if the row still has version `expected` and the backend
     /// `lockHolder` still holds the advisory lock `lockKey`. Returns the new version.
     func commitJournal(
         _ secret: Data, for key: CredentialKey, replacing expected: Int64, lockHolder: Int32, lockKey: Int64
@@ -45,33 +45,38 @@ extension PostgresStore {
         let vault = vaultName
         let what = "record the refresh of \(key) before its request"
         defer { readCache?.invalidate(rowHashes: [Data(rowHash)]) }
+        // One statement, in autocommit: it commits as it ends, so there is no moment at which this
+        // host holds the row's lock while the server waits for its COMMIT. With BEGIN … COMMIT, a
+        // holder cut off between the UPDATE and the COMMIT kept the row locked on this pooled
+        // connection (which has no dead-peer settings) for as long as the cut lasted, after the
+        // server had dropped its advisory lock at 24 s: every next host took the lock and then
+        // timed out writing its own journal (Scripts/fleet, cut before the request: all 3 hosts
+        // exit 6). One round trip instead of three, too.
         // (classid, objid) of pg_locks are the high and low halves of a bigint advisory lock's key.
         let outcome = try await bounded(what) { connection -> (vaultID: Data?, stored: Int64?, held: Bool, written: Bool) in
-            try await PostgresSQL.transaction(on: connection) {
-                let rows = try await connection.query(
-                    """
-                    WITH holder AS (
-                        SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
-                                       AND pid = \(lockHolder) AND ((classid::int8 << 32) | objid::int8) = \(lockKey)) AS held),
-                    written AS (
-                        UPDATE tokenvault_entries SET version = \(version), sealed = \(Data(sealed))
-                        WHERE row_hash = \(Data(rowHash)) AND version = \(expected)
-                        AND (SELECT held FROM holder)
-                        AND EXISTS (SELECT 1 FROM tokenvault_header WHERE id = 1 AND vault_id = \(Data(sealing.vaultID)))
-                        RETURNING version),
-                    notified AS (
-                        SELECT pg_notify(\(PostgresReadCache.channel), \(PostgresReadCache.payload(rowHash))) FROM written)
-                    SELECT h.vault_id, e.version, (SELECT held FROM holder), EXISTS (SELECT 1 FROM written), (SELECT count(*) FROM notified)
-                    FROM tokenvault_header h LEFT JOIN tokenvault_entries e ON e.row_hash = \(Data(rowHash)) WHERE h.id = 1
-                    """, logger: PostgresSQL.silent)
-                var outcome: (vaultID: Data?, stored: Int64?, held: Bool, written: Bool) = (nil, nil, false, false)
-                for try await (vaultID, stored, held, written, _) in rows.decode((Data, Int64?, Bool, Bool, Int64).self) {
-                    outcome = (vaultID, stored, held, written)
-                }
-                return outcome
+            let rows = try await connection.query(
+                """
+                WITH holder AS (
+                    SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+                                   AND pid = \(lockHolder) AND ((classid::int8 << 32) | objid::int8) = \(lockKey)) AS held),
+                written AS (
+                    UPDATE tokenvault_entries SET version = \(version), sealed = \(Data(sealed))
+                    WHERE row_hash = \(Data(rowHash)) AND version = \(expected)
+                    AND (SELECT held FROM holder)
+                    AND EXISTS (SELECT 1 FROM tokenvault_header WHERE id = 1 AND vault_id = \(Data(sealing.vaultID)))
+                    RETURNING version),
+                notified AS (
+                    SELECT pg_notify(\(PostgresReadCache.channel), \(PostgresReadCache.payload(rowHash))) FROM written)
+                SELECT h.vault_id, e.version, (SELECT held FROM holder), EXISTS (SELECT 1 FROM written), (SELECT count(*) FROM notified)
+                FROM tokenvault_header h LEFT JOIN tokenvault_entries e ON e.row_hash = \(Data(rowHash)) WHERE h.id = 1
+                """, logger: PostgresSQL.silent)
+            var outcome: (vaultID: Data?, stored: Int64?, held: Bool, written: Bool) = (nil, nil, false, false)
+            for try await (vaultID, stored, held, written, _) in rows.decode((Data, Int64?, Bool, Bool, Int64).self) {
+                outcome = (vaultID, stored, held, written)
             }
+            return outcome
         }
-        // A retry after a lost COMMIT answer finds its own version: written.
+        // A retry after a lost answer finds its own version: written.
         if outcome.written || outcome.stored == version { return version }
         guard let vaultID = outcome.vaultID else { throw headerMissing() }
         try checkVaultID(vaultID, sealing)

@@ -3,8 +3,9 @@ import Foundation
 import Testing
 @testable import TokenVaultTestSupport
 import TokenVault
-import TokenVaultPostgres
+@testable import TokenVaultPostgres
 import Synchronization
+import PostgresNIO
 
 extension PostgresTests {
     /// Connections: TLS modes, an unreachable server, restarts, terminated backends.
@@ -42,6 +43,27 @@ extension PostgresTests {
                 let seconds = timer.flatMap(Self.seconds)
                 #expect(seconds.map { $0 <= 5 } == true, "\(mode): \(line)")
             }
+        }
+
+        /// The server keeps keepalives on every connection of the store too (startup parameters), so
+        /// that a client cut off in the middle of a transaction loses its backend, and the row
+        /// locks that transaction holds, in about 24 s rather than the kernel's two hours. Read
+        /// with SHOW on a connection of the store's own pool.
+        @Test(arguments: ["verify-full", "disable"])
+        func theServerEndsASilentClientsSessionInSeconds(_ mode: String) async throws {
+            let postgres = try TestPostgres.require()
+            let dir = try TemporaryDirectory()
+            let store = try await postgres.open(try postgres.freshDatabase(), keySource: .keyFile(try dir.keyFile()), sslmode: mode)
+            defer { store.close() }
+            let settings = try await store.bounded("read the session's keepalive settings") { connection in
+                let rows = try await connection.query(
+                    "SELECT current_setting('tcp_keepalives_idle'), current_setting('tcp_keepalives_interval'), current_setting('tcp_keepalives_count')",
+                    logger: PostgresSQL.silent)
+                var values: [String] = []
+                for try await (idle, interval, count) in rows.decode((String, String, String).self) { values = [idle, interval, count] }
+                return values
+            }
+            #expect(settings == ["18", "2", "3"], "\(mode): \(settings)")
         }
 
         /// `ss`'s "4.2sec", "980ms", "119min" in seconds.
