@@ -621,7 +621,10 @@ class Fleet:
         for token, records in by_token.items():
             for record in records:
                 if record["status"] != 200 and any(r["arrived"] > record["answered"] for r in records):
-                    self.violations.append(f"refresh token {token} presented again after the server rejected it (cycle {self.cycle_of_request.get(record['seq'])})")
+                    self.violations.append(
+                        f"refresh token {token} presented again after the server rejected it (cycle {self.cycle_of_request.get(record['seq'])}; "
+                        f"presentations from {[r['from'] for r in records]}, statuses {[r['status'] for r in records]}, errors {[r.get('error') for r in records]}, "
+                        f"arrived {[round(r['arrived'] % 1000, 2) for r in records]}, answered {[round(r['answered'] % 1000, 2) for r in records]})")
         # a grant lost with a reuse interval: a failure, unless its refusal refused a refresh
         # token that asynchronous replication made the fleet present again (then it is measured)
         async_grants_lost = 0
