@@ -56,7 +56,9 @@ extension VaultCommand {
                 At most --max-connections connections at once, and at most \
                 --max-connections-per-user of them for one user (default: all of them without a \
                 policy, a quarter with one), so that one user cannot take every slot; a \
-                connection past either is closed, and its client goes direct.
+                connection past either is answered no-free-connection and closed: a client of \
+                the agent's own user goes direct, a granted user's client tries again until a \
+                slot frees or its bound runs out (then exit 6, saying so).
 
                 SIGTERM or SIGINT stop it (SIGHUP too, without --policy); vault lock (or \
                 --idle-timeout) makes it forget the key.
@@ -74,7 +76,7 @@ extension VaultCommand {
         @Option(help: ArgumentHelp("Forget the vault's key after this many seconds without a request (default: never).", valueName: "seconds"))
         var idleTimeout: Int?
 
-        @Option(help: ArgumentHelp("At most this many connections at once; more are closed and go direct.", valueName: "count"))
+        @Option(help: ArgumentHelp("At most this many connections at once; more are refused (no-free-connection) and closed.", valueName: "count"))
         var maxConnections: Int = 64
 
         @Option(

@@ -42,6 +42,13 @@ extension VaultCommand {
                 (log in again) and answers the stale token without its expiry: the server refuses \
                 it and git fails with its own "Authentication failed". erase keeps that entry, \
                 with its refresh description, until a new login replaces it.
+
+                With vault agent running, get asks it first, under vault get's rules: when the \
+                agent of this user does not answer (none, dead, another version), the vault is \
+                opened directly. A user served by another user's agent (a system agent's \
+                --policy) cannot read that vault: get waits for the agent within its bound, and \
+                its refusal, a locked agent or no answer is said on stderr (git gets no \
+                credential); an entry it does not have is answered with nothing.
                 """
         )
 
@@ -85,9 +92,12 @@ extension VaultCommand {
                         "vault git-credential: not answering for \(scheme) to \(host): only https (and http on loopback) is answered; elsewhere the token would cross the network unencrypted.")
                     return
                 }
-                if let response = try agentAnswer(request, helper: helper) {
+                switch try agentAnswer(request, helper: helper) {
+                case .answer(let response):
                     try Output.write(Data(try response.formatted().utf8), to: .standardOutput)
                     return
+                case .nothing: return
+                case .direct: break
                 }
                 guard let vault = try await openVault(creating: false) else { return }
                 let response: GitCredentialResponse?
@@ -128,23 +138,61 @@ extension VaultCommand {
             }
         }
 
-        /// The agent's answer to `get`, or nil to answer directly as without an agent: only for a
-        /// request that names its entry exactly (an account pinned or sent by git; the fallbacks to
-        /// 'default' or the only entry need the vault's listing), and only a token the agent keeps
-        /// fresh. Every error (no entry, a rejected refresh token) is left to the direct path,
-        /// which answers it as it always has.
-        private func agentAnswer(_ request: GitCredentialRequest, helper: GitCredentialHelper) throws -> GitCredentialResponse? {
+        /// What the agent made of a `get`.
+        private enum AgentAnswer {
+            /// Answer git with this.
+            case answer(GitCredentialResponse)
+            /// Answer git nothing and do not go direct: an agent of another user found no such
+            /// entry (git asks its next helper, as after a direct `get` that finds none).
+            case nothing
+            /// Answer directly, as without an agent.
+            case direct
+        }
+
+        /// The agent's answer to `get`, under the rules `vault get` follows.
+        ///
+        /// An agent of this user is a fast path: when it is absent, dead, of another version, busy
+        /// or serves another vault, or its answer is anything but a token it keeps fresh, the
+        /// direct path answers as it always has (the fallbacks to 'default' or the only entry,
+        /// which need the vault's listing; a rejected refresh token's stale token). An agent of
+        /// another user (a system agent whose policy grants this one) is the only way in: this
+        /// user cannot read that vault, so the client waits for it within its bound, and its
+        /// failure (not granted, locked, no answer, no free connection) is thrown, for git's
+        /// stderr and the exit code, and git gets no credential. Such a request names the entry
+        /// exactly: git's username, or `--account`, or 'default'.
+        private func agentAnswer(_ request: GitCredentialRequest, helper: GitCredentialHelper) throws -> AgentAnswer {
             let sentUsername = request.username.flatMap { $0.isEmpty ? nil : $0 }
-            guard let key = try helper.key(for: request), account != nil || sentUsername != nil else { return nil }
-            let answer: (token: AgentToken, socket: String)?
-            do {
-                answer = try AgentCLI.token(for: key, fresh: true, global: global)
-            } catch is VaultError {
-                return nil
+            guard let key = try helper.key(for: request), let (client, vault) = AgentCLI.client(for: global) else { return .direct }
+            let (result, fromAnotherUser) = client.tokenOutcome(for: key, fresh: true, leeway: helper.leeway, vault: vault)
+            let token: AgentToken
+            switch result {
+            case .success(let served): token = served
+            case .failure(let unavailable as AgentClient.Unavailable):
+                if unavailable.isNoteworthy { try Output.note("vault: \(unavailable.reason); going direct.") }
+                return .direct
+            case .failure(let error as VaultError) where fromAnotherUser:
+                switch error.code {
+                case .notFound: return .nothing
+                case .invalidInput: throw VaultError(error.code, "\(error.message) git gets no credential for it.", underlying: error)
+                default: throw error
+                }
+            case .failure:
+                // The direct path gives the same answer in its own way.
+                return .direct
             }
-            guard let token = answer?.token, token.fresh, !token.oauthToken.isExpired(at: Date(), leeway: 0) else { return nil }
-            return GitCredentialResponse(
-                username: sentUsername ?? username ?? key.account, password: token.accessToken, passwordExpiry: token.expiry)
+            if token.oauthToken.isExpired(at: Date(), leeway: 0) || !token.fresh {
+                guard fromAnotherUser else { return .direct }
+                // The agent could not refresh it (no client registration): as the direct path's
+                // `expired`, and no stale password for git.
+                if token.oauthToken.isExpired(at: Date(), leeway: 0) {
+                    throw VaultError.staleToken(
+                        token.oauthToken, for: key, leeway: 0, now: Date(),
+                        advice: "; the agent cannot refresh it (the entry holds no client registration), so git gets no credential.")
+                }
+            }
+            return .answer(
+                GitCredentialResponse(
+                    username: sentUsername ?? username ?? key.account, password: token.accessToken, passwordExpiry: token.expiry))
         }
 
         /// The vault, opened without asking anything of anyone: no terminal passphrase prompt, no

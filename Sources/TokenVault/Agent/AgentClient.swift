@@ -1,6 +1,7 @@
 // Owns: asking a running `vault agent` over its socket, within a short deadline, and telling
 // "the agent answered" apart from "go direct".
 public import Foundation
+internal import Synchronization
 internal import TokenVaultSystem
 
 /// A client of `vault agent`: asks the agent for an access token over its Unix socket.
@@ -114,32 +115,95 @@ public struct AgentClient: Sendable {
     /// lies says nothing reliable: a per-user agent may listen anywhere TOKEN_VAULT_AGENT_SOCKET
     /// points; nor does an unreadable vault path, which names this user's configuration, not the
     /// agent's vault.)
+    ///
+    /// An agent with no free connection slot for this peer (`--max-connections`, or its uid's
+    /// share, `--max-connections-per-user`) answers ``AgentResponse/noFreeConnection`` as it
+    /// accepts. An agent of this user is then a fast path no more: ``Unavailable``, go direct. For
+    /// an agent of another user the client connects again, after a pause that grows from 10 ms to
+    /// 200 ms (a slot frees when another connection of the agent ends, which the client cannot
+    /// see), until the same bound; past it the failure is final and says that the agent had no
+    /// free slot for this user. ``waiting`` is called once in all, whichever wait comes first.
     private func exchange(_ request: AgentRequest) throws(Unavailable) -> (response: AgentResponse, fromAnotherUser: Bool) {
-        let connection = try Connection(socketPath: socketPath)
         let ownUID = SystemCall.effectiveUserID
-        if case .unlock = request, connection.peerUID != ownUID {
-            throw Unavailable(
-                "the agent at \(socketPath) runs as uid \(connection.peerUID.map(String.init) ?? "unknown"), not as this user; the passphrase was not sent",
-                noteworthy: true)
-        }
-        let fromAnotherUser = connection.peerUID.map { $0 != ownUID } ?? false
-        let bound = request.mayRefresh ? refreshDeadline : fromAnotherUser ? readDeadline : nil
-        let notice = waiting.map { waiting in
-            { @Sendable in
-                waiting(
-                    "the agent has not answered within \(Connection.milliseconds(deadline)) ms (\(request.mayRefresh ? "a refresh at the token endpoint, or a busy agent" : "a busy agent")); waiting up to \(Connection.milliseconds(bound ?? deadline) / 1000) s for its answer")
+        let start = SystemCall.monotonicMilliseconds
+        let notice = WaitingNotice(waiting)
+        var pause: Int64 = 10
+        // The agent's uid once it answered "no free slot": another user's agent may not vanish
+        // from under a client that has no direct path without the failure being final.
+        var waitingOnUID: UInt32?
+        while true {
+            let connection: Connection
+            do {
+                connection = try Connection(socketPath: socketPath)
+            } catch {
+                guard let uid = waitingOnUID else { throw error }
+                throw Unavailable(
+                    "The agent at \(socketPath), which runs as uid \(uid), went away while this client waited for a free connection slot: \(error.reason). This user cannot read that agent's vault, so there is no direct path to try; try again, or ask the agent's owner to look at it.",
+                    noteworthy: true, isFinal: true)
             }
+            if case .unlock = request, connection.peerUID != ownUID {
+                throw Unavailable(
+                    "the agent at \(socketPath) runs as uid \(connection.peerUID.map(String.init) ?? "unknown"), not as this user; the passphrase was not sent",
+                    noteworthy: true)
+            }
+            let fromAnotherUser = connection.peerUID.map { $0 != ownUID } ?? false
+            let bound = request.mayRefresh ? refreshDeadline : fromAnotherUser ? readDeadline : nil
+            let spent = SystemCall.monotonicMilliseconds - start
+            let boundMilliseconds = Int64(Connection.milliseconds(bound ?? deadline))
+            let deadline = self.deadline
+            let busy =
+                "the agent has not answered within \(Connection.milliseconds(deadline)) ms (\(request.mayRefresh ? "a refresh at the token endpoint, or a busy agent" : "a busy agent")); waiting up to \(boundMilliseconds / 1000) s for its answer"
+            var sayBusy: (@Sendable () -> Void)?
+            if let notice { sayBusy = { @Sendable in notice.say(busy) } }
+            // What is left of the bound (and of the fast deadline) after the attempts before.
+            let left = Duration.milliseconds(max(1, boundMilliseconds - spent))
+            let response: AgentResponse
+            do throws(Unavailable) {
+                response = try connection.send(
+                    request, deadline: min(deadline, left), patience: bound == nil ? nil : left, whileStopped: fromAnotherUser, waiting: sayBusy)
+            } catch {
+                guard fromAnotherUser else { throw error }
+                let state = error.timedOut ? connection.peerState.map { " (\($0))" } ?? "" : ""
+                throw Unavailable(
+                    "The agent at \(socketPath), which runs as uid \(connection.peerUID.map(String.init) ?? "unknown"), gave no usable answer: \(error.reason)\(state). This user cannot read that agent's vault, so there is no direct path to try; try again, or ask the agent's owner to look at it.",
+                    noteworthy: true, isFinal: true, timedOut: error.timedOut)
+            }
+            guard case .failure(AgentResponse.noFreeConnection, let message) = response else { return (response, fromAnotherUser) }
+            guard fromAnotherUser, let uid = connection.peerUID else {
+                throw Unavailable("the agent has no free connection slot for this client (\(message))", noteworthy: true)
+            }
+            waitingOnUID = uid
+            let now = SystemCall.monotonicMilliseconds - start
+            guard now < boundMilliseconds else {
+                throw Unavailable(
+                    "The agent at \(socketPath), which runs as uid \(uid), had no free connection slot for this user (uid \(ownUID)) within \(boundMilliseconds / 1000) s: \(message) This user cannot read that agent's vault, so there is no direct path to try; try again later, or ask the agent's owner to raise --max-connections-per-user or --max-connections.",
+                    noteworthy: true, isFinal: true, timedOut: true)
+            }
+            notice?.say(
+                "the agent has no free connection slot for this user (\(message.hasSuffix(".") ? String(message.dropLast()) : message)); trying again for up to \(boundMilliseconds / 1000) s")
+            // The last try comes as the bound runs out.
+            Thread.sleep(forTimeInterval: Double(min(pause, boundMilliseconds - now)) / 1000)
+            pause = min(pause * 2, 200)
         }
-        do {
-            let response = try connection.send(
-                request, deadline: deadline, patience: bound, whileStopped: fromAnotherUser, waiting: notice)
-            return (response, fromAnotherUser)
-        } catch {
-            guard fromAnotherUser else { throw error }
-            let state = error.timedOut ? connection.peerState.map { " (\($0))" } ?? "" : ""
-            throw Unavailable(
-                "The agent at \(socketPath), which runs as uid \(connection.peerUID.map(String.init) ?? "unknown"), gave no usable answer: \(error.reason)\(state). This user cannot read that agent's vault, so there is no direct path to try; try again, or ask the agent's owner to look at it.",
-                noteworthy: true, isFinal: true, timedOut: error.timedOut)
+    }
+
+    /// ``waiting``, called at most once for one request however many waits it has (a busy agent,
+    /// no free connection slot).
+    private final class WaitingNotice: Sendable {
+        private let waiting: @Sendable (String) -> Void
+        private let said = Mutex(false)
+
+        init?(_ waiting: (@Sendable (String) -> Void)?) {
+            guard let waiting else { return nil }
+            self.waiting = waiting
+        }
+
+        func say(_ sentence: String) {
+            let first = said.withLock { said in
+                defer { said = true }
+                return !said
+            }
+            if first { waiting(sentence) }
         }
     }
 
@@ -174,17 +238,39 @@ public struct AgentClient: Sendable {
     ///   `invalidInput` (an opaque secret), `permissionDenied` (an agent of another user whose
     ///   policy does not grant this user or this entry), and the refresh's errors.
     public func token(for key: CredentialKey, fresh: Bool, leeway: TimeInterval = 60, vault: String) throws -> AgentToken {
-        let (response, fromAnotherUser) = try answer(.token(AgentTokenRequest(key: key, fresh: fresh, leeway: leeway, vault: vault)))
+        try tokenOutcome(for: key, fresh: fresh, leeway: leeway, vault: vault).result.get()
+    }
+
+    /// What ``token(for:fresh:leeway:vault:)`` returns or throws, and whether the agent runs as
+    /// another user. Then every failure is final (there is no direct path to go to), which a
+    /// caller that answers some of the agent's failures by going direct (the git helper, whose
+    /// direct path answers `notFound` and a rejected refresh token in its own way) must know.
+    package func tokenOutcome(
+        for key: CredentialKey, fresh: Bool, leeway: TimeInterval = 60, vault: String
+    ) -> (result: Result<AgentToken, any Error>, fromAnotherUser: Bool) {
+        let exchanged: (response: AgentResponse, fromAnotherUser: Bool)
+        do {
+            exchanged = try exchange(.token(AgentTokenRequest(key: key, fresh: fresh, leeway: leeway, vault: vault)))
+        } catch {
+            return (.failure(error.isFinal ? VaultError(error.timedOut ? .timeout : .backendUnavailable, error.reason) : error), error.isFinal)
+        }
+        let (response, fromAnotherUser) = exchanged
         switch response {
-        case .token(let token): return token
+        case .token(let token): return (.success(token), fromAnotherUser)
         case .failure(let code, let message):
-            if fromAnotherUser, let error = finalFailure(response) { throw error }
-            if let error = response.error, Self.definitive.contains(error.code) { throw error }
-            throw Unavailable(
-                "the agent did not serve this request (\(code): \(message))", noteworthy: code != AgentResponse.notThisVault && code != "locked")
+            if fromAnotherUser, let error = finalFailure(response) { return (.failure(error), true) }
+            if let error = response.error, Self.definitive.contains(error.code) { return (.failure(error), fromAnotherUser) }
+            return (
+                .failure(
+                    Unavailable(
+                        "the agent did not serve this request (\(code): \(message))",
+                        noteworthy: code != AgentResponse.notThisVault && code != "locked")), fromAnotherUser
+            )
         default:
-            if fromAnotherUser { throw VaultError(.io, "The agent at \(socketPath) answered a token request with another kind of message.") }
-            throw Unavailable("the agent answered a token request with another kind of message", noteworthy: true)
+            if fromAnotherUser {
+                return (.failure(VaultError(.io, "The agent at \(socketPath) answered a token request with another kind of message.")), true)
+            }
+            return (.failure(Unavailable("the agent answered a token request with another kind of message", noteworthy: true)), false)
         }
     }
 

@@ -4,7 +4,8 @@
 /// The agent's connection slots: at most ``total`` connections at once, and at most ``perUser``
 /// of them for one uid, so that one user (a runaway script, or a local user a system agent's
 /// policy names) cannot take every slot and shut the others out. A connection refused here is
-/// closed at once; its client goes direct (and, for a user who cannot read the vault, fails).
+/// answered `no-free-connection` and closed at once; a client of the agent's own user goes direct,
+/// one of another user (who cannot read the vault) tries again within its bound.
 package struct AgentConnectionSlots: Sendable, Equatable {
     package enum Admission: Sendable, Equatable {
         case admitted

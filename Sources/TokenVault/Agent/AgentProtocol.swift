@@ -411,6 +411,11 @@ public enum AgentResponse: Sendable, Equatable {
     /// The code of a failure that means "this agent does not know that request's kind" (a client
     /// of a later build): the client goes direct.
     public static let unsupportedRequest = "unsupported-request"
+    /// The code of a failure that means "every connection slot this peer may use is taken"
+    /// (`--max-connections`, or its uid's share, `--max-connections-per-user`): sent as the agent
+    /// accepts the connection, which it then closes, before the request is read. A client of the
+    /// agent's own user goes direct; a client of another user tries again within its bound.
+    public static let noFreeConnection = "no-free-connection"
 
     struct Failure: Codable {
         var code: String

@@ -17,7 +17,9 @@ internal import TokenVaultSystem
 ///   opened before the reload too.
 /// - At most ``Options/maximumConnections`` connections at once, and at most
 ///   ``Options/maximumConnectionsPerUser`` of them for one uid (``AgentConnectionSlots``); a
-///   connection past either is closed at once, and its client goes direct. Each request must arrive whole within
+///   connection past either is answered `no-free-connection` (``AgentResponse/noFreeConnection``)
+///   and closed at once: a client of the agent's own user goes direct, a granted one tries again
+///   within its bound. Each request must arrive whole within
 ///   ``Options/requestDeadline`` of its first byte, so a slow or silent client holds only its own
 ///   thread, never another client's answer.
 /// - It hands out access tokens, their type, expiry and scope; never a refresh token, a client
@@ -262,14 +264,23 @@ package final class AgentServer: Sendable {
         }
         let admission = state.withLock { $0.slots.admit(uid: peer.uid) }
         guard admission == .admitted else {
-            // The client reads an end of stream and goes direct.
+            // Answered at once, on this thread (one small frame, which the socket's buffer
+            // takes), and closed: the client tells "no slot now" from "the agent died". The
+            // agent's own user goes direct; a granted user, who has no direct path, tries again
+            // within its bound.
             let slots = state.withLock { $0.slots }
+            let message: String
             switch admission {
             case .userFull:
                 log("vault agent: uid \(peer.uid) has \(slots.perUser) connections open, its share; closed a new one from pid \(peer.pid)")
+                message =
+                    "uid \(peer.uid) has \(slots.perUser) connections open to this agent, its share (--max-connections-per-user); this one was closed."
             default:
                 log("vault agent: \(slots.total) connections are open; closed a new one from uid \(peer.uid) (pid \(peer.pid))")
+                message = "All \(slots.total) connections of this agent are open (--max-connections); this one was closed."
             }
+            let refusal = AgentResponse.failure(code: AgentResponse.noFreeConnection, message: message)
+            try? FrameIO.write(fd, refusal.encoded(), deadlineMilliseconds: 100)
             SystemCall.closeAfterUse(fd)
             return
         }

@@ -14,97 +14,54 @@ import Glibc
 ///
 /// Root is needed to make the users: Scripts/test runs as root in CI, and a skipped test fails it.
 @Suite(.serialized) struct SystemAgentTests {
-    struct User {
-        let name: String
-        let uid: UInt32
-        let gid: UInt32
-    }
-
-    /// Makes (or finds, after a crashed run) a system user with no home and no shell.
-    private static func user(_ name: String) async throws -> User {
-        if getpwnam(name) == nil {
-            let made = try await offPool {
-                try ChildProcess.run("/usr/sbin/useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], environment: [:])
-            }
-            #expect(made.status == 0 || getpwnam(name) != nil, "\(made)")
-        }
-        let account = try #require(getpwnam(name), "useradd \(name)")
-        return User(name: name, uid: account.pointee.pw_uid, gid: account.pointee.pw_gid)
-    }
-
-    private static func group(_ name: String) async throws -> UInt32 {
-        if getgrnam(name) == nil {
-            let made = try await offPool { try ChildProcess.run("/usr/sbin/groupadd", ["--system", name], environment: [:]) }
-            #expect(made.status == 0 || getgrnam(name) != nil, "\(made)")
-        }
-        return try #require(getgrnam(name), "groupadd \(name)").pointee.gr_gid
-    }
-
-    /// Runs `arguments` as `user` (real and effective uid and gid; supplementary groups exactly
-    /// `groups`) with a bare environment plus `environment`.
-    private func run(
-        as user: User, groups: [UInt32] = [], _ program: String, _ arguments: [String], environment: [String: String] = [:]
-    ) async throws -> ChildResult {
-        let groupArgument = groups.isEmpty ? "--clear-groups" : "--groups=\(groups.map(String.init).joined(separator: ","))"
-        var env = ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"]
-        env.merge(environment) { $1 }
-        let bare = env
-        return try await offPool {
-            try ChildProcess.run(
-                "/usr/bin/setpriv", ["--reuid=\(user.uid)", "--regid=\(user.gid)", groupArgument, "--", program] + arguments, environment: bare)
-        }
-    }
+    /// The test users' names (``withSystemAgent(users:groups:services:arguments:policy:entries:_:)`` makes them).
+    private static let userA = "tv-sysagent-a"
+    private static let userB = "tv-sysagent-b"
 
     @Test func aPolicyGrantsOneUserOneEntryAndRefusesEverythingElse() async throws {
-        try #require(getuid() == 0, "this test creates users (useradd) and runs clients as them with setpriv; Scripts/test runs as root in CI")
         let server = try TestOAuthServer.require()
-        let userA = try await Self.user("tv-sysagent-a")
-        let userB = try await Self.user("tv-sysagent-b")
-        let webGroup = try await Self.group("tv-sysagent-web")
-        defer {
-            // Synchronously, pass or fail: the users and group leave with the test.
-            for name in ["tv-sysagent-a", "tv-sysagent-b"] { _ = try? ChildProcess.run("/usr/sbin/userdel", [name], environment: [:]) }
-            _ = try? ChildProcess.run("/usr/sbin/groupdel", ["tv-sysagent-web"], environment: [:])
-        }
         let granted = try CredentialKey(service: uniqueName("tv-sys-api"), account: "deploy")
         let other = try CredentialKey(service: uniqueName("tv-sys-other"), account: "deploy")
         let byGroup = try CredentialKey(service: uniqueName("tv-sys-web"), account: "default")
-        try await withVault(.encryptedFile, services: [granted.service, other.service, byGroup.service]) { scratch, vault in
-            // The granted entry: a confidential client's token, already expired, so that A's
-            // `get --fresh` makes the agent refresh it with the refresh token and the client
-            // secret, neither of which A may ever see.
-            let serverUser = uniqueName("sysagent")
-            var token = try await server.login(user: serverUser, confidential: true)
-            let refreshToken = try #require(token.refreshToken)
-            token.expiresAt = Date().addingTimeInterval(-5)
-            try await vault.saveToken(token, for: granted, registration: try server.confidentialClient())
-            let otherToken = OAuthToken(accessToken: "other-\(UUID().uuidString.prefix(8))", refreshToken: "other-refresh-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
-            try await vault.saveToken(otherToken, for: other)
-            let groupToken = OAuthToken(accessToken: "group-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
-            try await vault.saveToken(groupToken, for: byGroup)
-            let secrets = [refreshToken, TestOAuthServer.confidentialSecret, otherToken.accessToken, otherToken.refreshToken ?? "-"]
-
-            // The socket's directory: others may pass through and not write (0755); the socket 0666.
-            let directory = "/tmp/tv-sysagent-\(UUID().uuidString.prefix(8))"
-            #expect(mkdir(directory, 0o755) == 0 && chmod(directory, 0o755) == 0)
-            defer { try? FileManager.default.removeItem(atPath: directory) }
-            let policy = directory + "/policy"
-            let policyText = """
+        let serverUser = uniqueName("sysagent")
+        var token = try await server.login(user: serverUser, confidential: true)
+        let refreshToken = try #require(token.refreshToken)
+        token.expiresAt = Date().addingTimeInterval(-5)
+        let otherToken = OAuthToken(accessToken: "other-\(UUID().uuidString.prefix(8))", refreshToken: "other-refresh-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+        let groupToken = OAuthToken(accessToken: "group-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+        let secrets = [refreshToken, TestOAuthServer.confidentialSecret, otherToken.accessToken, otherToken.refreshToken ?? "-"]
+        // Counted before the agent starts: its refresh ahead may get to the expired token
+        // before A asks; either way the server sees one refresh, the agent's.
+        var counted: TestOAuthServer.Stats?
+        try await withSystemAgent(
+            users: [Self.userA, Self.userB], groups: ["tv-sysagent-web"], services: [granted.service, other.service, byGroup.service],
+            policy: """
                 # the web app's user reads its API token; the web group reads the web entry
-                user \(userA.name)   \(granted.service)   deploy
+                user \(Self.userA)   \(granted.service)   deploy
                 group tv-sysagent-web   \(byGroup.service)
-                """
-            #expect(FileManager.default.createFile(atPath: policy, contents: Data(policyText.utf8), attributes: [.posixPermissions: 0o644]))
-            // Counted before the agent starts: its refresh ahead may get to the expired token
-            // before A asks; either way the server sees one refresh, the agent's.
-            let before = try await server.stats(user: serverUser)
-            let agent = try await RunningAgent(scratch, arguments: ["--policy", policy], socketDirectory: directory)
-            defer { agent.stop() }
+                """,
+            entries: { _, vault in
+                // The granted entry: a confidential client's token, already expired, so that A's
+                // `get --fresh` makes the agent refresh it with the refresh token and the client
+                // secret, neither of which A may ever see.
+                try await vault.saveToken(token, for: granted, registration: try server.confidentialClient())
+                try await vault.saveToken(otherToken, for: other)
+                try await vault.saveToken(groupToken, for: byGroup)
+                counted = try await server.stats(user: serverUser)
+            }
+        ) { system in
+            let (scratch, vault, agent, vaultBinary, client) = (system.scratch, system.vault, system.agent, system.vaultBinary, system.client)
+            let userA = try system.user(Self.userA)
+            let userB = try system.user(Self.userB)
+            let webGroup = try #require(system.groups["tv-sysagent-web"])
+            let before = try #require(counted)
+            func run(as user: SystemUser, groups: [UInt32] = [], _ program: String, _ arguments: [String], environment: [String: String] = [:])
+                async throws -> ChildResult
+            {
+                try await system.run(as: user, groups: groups, program, arguments, environment: environment)
+            }
+            // The socket's directory: others may pass through and not write (0755); the socket 0666.
             #expect(try Self.mode(agent.socket) == 0o666)
-
-            // The `vault` binary, where the other users can run it.
-            let vaultBinary = try Self.installVault(in: directory)
-            let client = ["TOKEN_VAULT_AGENT_SOCKET": agent.socket]
 
             // A reads its entry, refreshed through the agent (the server's count says so).
             let fresh = try await run(as: userA, vaultBinary, ["get", granted.service, granted.account, "--fresh"], environment: client)
@@ -140,7 +97,7 @@ import Glibc
             #expect(withoutGroup.status == 1, "\(withoutGroup)")
 
             // The whole answer A gets on the wire: the access token, never the refresh token or the secret.
-            let identity = AgentProtocol.vaultIdentity(of: try scratch.configuration(.encryptedFile))
+            let identity = system.identity
             let raw = try await run(as: userA, "/usr/bin/python3", ["-c", Self.rawClient, agent.socket, granted.service, granted.account, identity])
             #expect(raw.stdoutText.contains(served), "\(raw)")
 
@@ -187,33 +144,24 @@ import Glibc
     /// delete` (and a raw `store` frame) are refused with a clear message, exit 1, and logged by
     /// uid, pid and entry, never a token; the vault is unchanged. The agent's own user writes.
     @Test func aGrantedUserCannotWriteThroughTheAgent() async throws {
-        try #require(getuid() == 0, "this test creates a user (useradd) and runs clients as it with setpriv; Scripts/test runs as root in CI")
-        let userA = try await Self.user("tv-sysagent-a")
-        defer { _ = try? ChildProcess.run("/usr/sbin/userdel", ["tv-sysagent-a"], environment: [:]) }
         let granted = try CredentialKey(service: uniqueName("tv-sys-write"), account: "deploy")
-        try await withVault(.encryptedFile, services: [granted.service]) { scratch, vault in
-            let token = OAuthToken(accessToken: "granted-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
-            try await vault.saveToken(token, for: granted)
-            let directory = Self.socketDirectory()
-            defer { try? FileManager.default.removeItem(atPath: directory) }
-            let policy = directory + "/policy"
-            Self.writePolicy("user \(userA.name) \(granted.service) deploy\n", to: policy)
-            let agent = try await RunningAgent(scratch, arguments: ["--policy", policy], socketDirectory: directory)
-            defer { agent.stop() }
-            let vaultBinary = try Self.installVault(in: directory)
-            let client = ["TOKEN_VAULT_AGENT_SOCKET": agent.socket]
+        let token = OAuthToken(accessToken: "granted-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+        try await withSystemAgent(
+            users: [Self.userA], services: [granted.service], policy: "user \(Self.userA) \(granted.service) deploy\n",
+            entries: { _, vault in try await vault.saveToken(token, for: granted) }
+        ) { system in
+            let (vault, agent, vaultBinary, client) = (system.vault, system.agent, system.vaultBinary, system.client)
+            let userA = try system.user(Self.userA)
+            func run(as user: SystemUser, _ program: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> ChildResult {
+                try await system.run(as: user, program, arguments, environment: environment)
+            }
             // A plain get: a granted user waits for a busy agent (CI's loaded first request once
             // took longer than 0.5 s); it has no direct path to go to.
             let first = try await run(as: userA, vaultBinary, ["get", granted.service, granted.account], environment: client)
             #expect(first.stdoutText == token.accessToken + "\n", "status \(first.status): \(first.stderr)")
 
             let planted = "planted-\(UUID().uuidString.prefix(8))"
-            let set = try await offPool {
-                try ChildProcess.run(
-                    "/usr/bin/setpriv", ["--reuid=\(userA.uid)", "--regid=\(userA.gid)", "--clear-groups", "--", vaultBinary, "set", granted.service, granted.account],
-                    environment: ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"].merging(client) { $1 },
-                    stdin: Data((planted + "\n").utf8))
-            }
+            let set = try await system.vault(as: userA, ["set", granted.service, granted.account], stdin: Data((planted + "\n").utf8))
             #expect(set.status == 1, "\(set)")
             #expect(set.stderr.contains("does not let uid \(userA.uid) store \(granted)") && set.stderr.contains("never writes"), "\(set.stderr)")
             let delete = try await run(as: userA, vaultBinary, ["delete", granted.service, granted.account], environment: client)
@@ -226,7 +174,7 @@ import Glibc
             #expect(!agent.logText.contains(planted) && !agent.logText.contains(token.accessToken), "the agent logged a token")
 
             // The agent's own user writes through it, and the granted user reads what it wrote.
-            let identity = AgentProtocol.vaultIdentity(of: try scratch.configuration(.encryptedFile))
+            let identity = system.identity
             let replaced = OAuthToken(accessToken: "owner-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
             let written = try AgentClient(socketPath: agent.socket).store(
                 try AgentStoreRequest(key: granted, keepingRegistration: replaced, vault: identity))
@@ -243,28 +191,20 @@ import Glibc
     /// within the bound (10 s for a read) or the agent dies meanwhile, it fails with exit 6 and
     /// says why, and never tries the direct path.
     @Test func aGrantedUserWaitsForABusyAgentAndSaysWhyWhenItGivesUp() async throws {
-        try #require(getuid() == 0, "this test creates a user (useradd) and runs clients as it with setpriv; Scripts/test runs as root in CI")
-        let userA = try await Self.user("tv-sysagent-a")
-        defer { _ = try? ChildProcess.run("/usr/sbin/userdel", ["tv-sysagent-a"], environment: [:]) }
         let granted = try CredentialKey(service: uniqueName("tv-sys-busy"), account: "deploy")
-        try await withVault(.encryptedFile, services: [granted.service]) { scratch, vault in
-            let token = OAuthToken(accessToken: "busy-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
-            try await vault.saveToken(token, for: granted)
-            let directory = Self.socketDirectory()
-            defer { try? FileManager.default.removeItem(atPath: directory) }
-            let policy = directory + "/policy"
-            Self.writePolicy("user \(userA.name) \(granted.service) deploy\n", to: policy)
-            let agent = try await RunningAgent(scratch, arguments: ["--policy", policy], socketDirectory: directory)
-            defer { agent.stop() }
-            let vaultBinary = try Self.installVault(in: directory)
-            let client = ["TOKEN_VAULT_AGENT_SOCKET": agent.socket]
+        let token = OAuthToken(accessToken: "busy-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+        try await withSystemAgent(
+            users: [Self.userA], services: [granted.service], policy: "user \(Self.userA) \(granted.service) deploy\n",
+            entries: { _, vault in try await vault.saveToken(token, for: granted) }
+        ) { system in
+            let (agent, vaultBinary, client) = (system.agent, system.vaultBinary, system.client)
+            let userA = try system.user(Self.userA)
+            func run(as user: SystemUser, _ program: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> ChildResult {
+                try await system.run(as: user, program, arguments, environment: environment)
+            }
             /// A's `vault get` of the granted entry, in the background.
             func startGet(_ label: String) throws -> BackgroundCommand {
-                try BackgroundCommand(
-                    "/usr/bin/setpriv",
-                    ["--reuid=\(userA.uid)", "--regid=\(userA.gid)", "--clear-groups", "--", vaultBinary, "get", granted.service, granted.account],
-                    environment: ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"].merging(client) { $1 },
-                    errorPath: scratch.path("\(label).err"))
+                try system.startVault(as: userA, ["get", granted.service, granted.account], label: label)
             }
 
             // Busy: the client says that it waits (past 0.5 s), and is served once the agent goes on.
@@ -306,41 +246,153 @@ import Glibc
         }
     }
 
-    /// A policy written where the system agent reads it (0644, in a fresh 0755 directory, which
-    /// the test users can pass through to the socket).
-    private static func writePolicy(_ text: String, to path: String) {
-        #expect(FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o644]))
-        #expect(chmod(path, 0o644) == 0)
+    /// A granted user has no direct path, so a connection the agent closes for want of a slot (its
+    /// uid's share, `--max-connections-per-user 2`, held here by a session of A's) is no reason to
+    /// give up: the agent answers `no-free-connection` as it closes it, and A's `vault get` says
+    /// once that it waits, connects again, and gets the token as soon as a slot is free. With the
+    /// share held the whole time it fails after the bound (10 s for a read), exit 6, saying that
+    /// the agent had no free slot for it, and never goes direct. The agent's own user, whose share
+    /// is held too, keeps the fast way: the direct path at once.
+    @Test func aGrantedUserWaitsForAFreeConnectionSlotAndTheOwnerGoesDirect() async throws {
+        let granted = try CredentialKey(service: uniqueName("tv-sys-slot"), account: "deploy")
+        let token = OAuthToken(accessToken: "slot-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+        try await withSystemAgent(
+            users: [Self.userA], services: [granted.service], arguments: ["--max-connections-per-user", "2"],
+            policy: "user \(Self.userA) \(granted.service) deploy\n",
+            entries: { _, vault in try await vault.saveToken(token, for: granted) }
+        ) { system in
+            let agent = system.agent
+            let userA = try system.user(Self.userA)
+            let get = ["get", granted.service, granted.account]
+            let session = try Session(as: userA, socket: agent.socket, vault: system.identity, log: system.scratch.path("session.log"))
+            defer { session.end() }
+            #expect(try await session.send("connect") == "admitted")
+            #expect(try await session.send("connect") == "admitted")
+            #expect(try await session.send("connect") == "refused no-free-connection", "A's share is two connections")
+
+            // A's get, its share held: it says that it waits, and is served once a slot frees.
+            let patient = try system.startVault(as: userA, get, label: "patient")
+            defer { patient.process.stop() }
+            try await eventually("A's get waiting for a free connection slot") {
+                patient.stderrText.contains("the agent has no free connection slot for this user")
+            }
+            #expect(patient.isRunning, "\(patient.stderrText)")
+            #expect(try await session.send("close 0") == "closed")
+            let served = try await patient.finish()
+            #expect(served.status == 0 && served.stdoutText == token.accessToken + "\n", "\(served)")
+            #expect(served.stderr.components(separatedBy: "vault: ").count == 2, "one waiting line: \(served.stderr)")
+            #expect(served.stderr.contains("trying again for up to 10 s"), "\(served.stderr)")
+            #expect(!served.stderr.contains("going direct"), "\(served.stderr)")
+
+            // The share held the whole time: exit 6 after the bound, saying why, and no direct attempt.
+            try await eventually("A holding its share again") { try await session.send("connect") == "admitted" }
+            let gaveUp = try await system.vault(as: userA, get)
+            #expect(gaveUp.status == 6 && gaveUp.stdout.isEmpty, "\(gaveUp)")
+            #expect(
+                gaveUp.stderr.contains("had no free connection slot for this user (uid \(userA.uid)) within 10 s")
+                    && gaveUp.stderr.contains("its share (--max-connections-per-user)") && gaveUp.stderr.contains("no direct path"),
+                "\(gaveUp.stderr)")
+            #expect(gaveUp.stderr.components(separatedBy: "trying again for up to 10 s").count == 2, "one waiting line: \(gaveUp.stderr)")
+            #expect(!gaveUp.stderr.contains("going direct"), "\(gaveUp.stderr)")
+            #expect(gaveUp.elapsed >= .seconds(10), "A gave up before the bound: \(gaveUp.elapsed)")
+            #expect(try await session.send("token 1 \(granted.service) deploy") == "token", "the held connections are served")
+
+            // The agent's own user (root here) with its share held: direct, at once.
+            var held: [AgentClient.Connection] = []
+            try await eventually("the owner holding its share") {
+                let connection = try AgentClient.Connection(socketPath: agent.socket)
+                if case .status = try connection.send(.status, deadline: .seconds(10)) { held.append(connection) }
+                return held.count == 2
+            }
+            let own = try await runVault(get, agent.keyedClient)
+            #expect(own.status == 0 && own.stdoutText == token.accessToken + "\n", "\(own)")
+            #expect(own.stderr.contains("no free connection slot for this client") && own.stderr.contains("going direct"), "\(own.stderr)")
+            #expect(own.elapsed < .seconds(5), "the owner waited for a slot: \(own.elapsed)")
+            withExtendedLifetime(held) {}
+
+            #expect(agent.logText.contains("uid \(userA.uid) has 2 connections open, its share; closed a new one"), "\(agent.logText)")
+            for result in [served, gaveUp, own] {
+                #expect(!result.stderr.contains(token.accessToken), "a token in a message")
+            }
+        }
     }
 
-    private static func socketDirectory() -> String {
-        let directory = "/tmp/tv-sysagent-\(UUID().uuidString.prefix(8))"
-        #expect(mkdir(directory, 0o755) == 0 && chmod(directory, 0o755) == 0)
-        return directory
+    /// `vault git-credential` under real git (`git credential fill`), run by users of a system
+    /// agent, follows `vault get`'s rules: a granted user gets the token from the agent; a refusal
+    /// (an entry not granted, a user the policy does not name) is said on stderr and git gets no
+    /// credential; the helper never goes direct to a vault the user cannot read (the environment
+    /// names that vault and its key file here, as a careless set-up would); an entry that does
+    /// not exist is answered with nothing, as directly, so that git asks its next helper.
+    @Test func theGitHelperOfAGrantedUserAsksTheAgentAndPassesOnItsRefusal() async throws {
+        let granted = try CredentialKey(service: uniqueName("tv-sys-git"), account: "deploy")
+        let other = try CredentialKey(service: uniqueName("tv-sys-git-other"), account: "deploy")
+        let token = OAuthToken(accessToken: "git-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+        let otherToken = OAuthToken(accessToken: "git-other-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+        try await withSystemAgent(
+            users: [Self.userA, Self.userB], services: [granted.service, other.service], policy: "user \(Self.userA) \(granted.service) *\n",
+            entries: { _, vault in
+                try await vault.saveToken(token, for: granted)
+                try await vault.saveToken(otherToken, for: other)
+            }
+        ) { system in
+            let userA = try system.user(Self.userA)
+            let userB = try system.user(Self.userB)
+            func fill(as user: SystemUser, host: String, username: String) async throws -> ChildResult {
+                let helper = "!'\(system.vaultBinary)' git-credential"
+                return try await system.run(
+                    as: user, "/usr/bin/git", ["-c", "credential.helper=", "-c", "credential.helper=\(helper)", "credential", "fill"],
+                    environment: system.client.merging([
+                        "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+                        // The direct path would try this vault, which the user cannot read.
+                        "TOKEN_VAULT_BACKEND": "file", "TOKEN_VAULT_FILE": system.scratch.vaultPath,
+                        "TOKEN_VAULT_KEY_FILE": system.scratch.keyFile,
+                    ]) { $1 },
+                    stdin: Data("protocol=https\nhost=\(host)\nusername=\(username)\n\n".utf8))
+            }
+
+            let served = try await fill(as: userA, host: granted.service, username: "deploy")
+            #expect(served.status == 0, "\(served)")
+            #expect(served.stdoutText.contains("username=deploy\n") && served.stdoutText.contains("password=\(token.accessToken)\n"), "\(served)")
+
+            let notGranted = try await fill(as: userA, host: other.service, username: "deploy")
+            #expect(notGranted.status != 0 && !notGranted.stdoutText.contains("password="), "\(notGranted)")
+            #expect(notGranted.stderr.contains("does not let uid \(userA.uid) read \(other)"), "\(notGranted.stderr)")
+
+            let notNamed = try await fill(as: userB, host: granted.service, username: "deploy")
+            #expect(notNamed.status != 0 && !notNamed.stdoutText.contains("password="), "\(notNamed)")
+            #expect(notNamed.stderr.contains("grants uid \(userB.uid) nothing"), "\(notNamed.stderr)")
+
+            // Granted (any account) but not stored: nothing, and no error of the helper's.
+            let missing = try await fill(as: userA, host: granted.service, username: "nobody-\(UUID().uuidString.prefix(4).lowercased())")
+            #expect(missing.status != 0 && !missing.stdoutText.contains("password="), "\(missing)")
+            #expect(!missing.stderr.contains("vault"), "\(missing.stderr)")
+
+            for result in [notGranted, notNamed, missing] {
+                #expect(!result.stderr.contains("going direct") && !result.stderr.contains(system.scratch.vaultPath), "\(result.stderr)")
+            }
+            for result in [served, notGranted, notNamed, missing] {
+                #expect(!result.stderr.contains(token.accessToken) && !result.stderr.contains(otherToken.accessToken), "a token in a message")
+            }
+            #expect(!notGranted.stdoutText.contains(otherToken.accessToken) && !notNamed.stdoutText.contains(token.accessToken))
+        }
     }
 
     @Test func sighupReloadsThePolicyAndABadOneKeepsTheOld() async throws {
-        try #require(getuid() == 0, "this test creates a user (useradd) and runs clients as it with setpriv; Scripts/test runs as root in CI")
-        let userA = try await Self.user("tv-sysagent-a")
-        defer { _ = try? ChildProcess.run("/usr/sbin/userdel", ["tv-sysagent-a"], environment: [:]) }
         let first = try CredentialKey(service: uniqueName("tv-sys-first"), account: "deploy")
         let second = try CredentialKey(service: uniqueName("tv-sys-second"), account: "deploy")
-        try await withVault(.encryptedFile, services: [first.service, second.service]) { scratch, vault in
-            let firstToken = OAuthToken(accessToken: "first-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
-            let secondToken = OAuthToken(accessToken: "second-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
-            try await vault.saveToken(firstToken, for: first)
-            try await vault.saveToken(secondToken, for: second)
-            let directory = Self.socketDirectory()
-            defer { try? FileManager.default.removeItem(atPath: directory) }
-            let policy = directory + "/policy"
-            Self.writePolicy("user \(userA.name) \(first.service) deploy\n", to: policy)
-            let agent = try await RunningAgent(scratch, arguments: ["--policy", policy], socketDirectory: directory)
-            defer { agent.stop() }
-            let vaultBinary = try Self.installVault(in: directory)
-            let client = ["TOKEN_VAULT_AGENT_SOCKET": agent.socket]
-            let identity = AgentProtocol.vaultIdentity(of: try scratch.configuration(.encryptedFile))
+        let firstToken = OAuthToken(accessToken: "first-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+        let secondToken = OAuthToken(accessToken: "second-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+        try await withSystemAgent(
+            users: [Self.userA], services: [first.service, second.service], policy: "user \(Self.userA) \(first.service) deploy\n",
+            entries: { _, vault in
+                try await vault.saveToken(firstToken, for: first)
+                try await vault.saveToken(secondToken, for: second)
+            }
+        ) { system in
+            let (scratch, agent, identity, policy) = (system.scratch, system.agent, system.identity, system.policyPath)
+            let userA = try system.user(Self.userA)
             func get(_ key: CredentialKey) async throws -> ChildResult {
-                try await run(as: userA, vaultBinary, ["get", key.service, key.account], environment: client)
+                try await system.vault(as: userA, ["get", key.service, key.account])
             }
 
             #expect(try await get(first).stdoutText == firstToken.accessToken + "\n")
@@ -352,7 +404,7 @@ import Glibc
             #expect(try await session.send("token 0 \(first.service) deploy") == "token")
 
             // A policy that does not parse: refused, the old one stays in force, the log says why.
-            Self.writePolicy("user \(userA.name) \(first.service) deploy\nallow \(userA.name) \(second.service) deploy\n", to: policy)
+            system.writePolicy("user \(userA.name) \(first.service) deploy\nallow \(userA.name) \(second.service) deploy\n")
             agent.process.kill(SIGHUP)
             try await eventually("the refused reload in the agent's log") {
                 agent.logText.contains("kept the policy in force (1 grants)") && agent.logText.contains("line 2: unknown key \"allow\"")
@@ -369,7 +421,7 @@ import Glibc
             #expect(try await get(first).stdoutText == firstToken.accessToken + "\n")
 
             // A good one: in force for the next request, on the connection opened before it too.
-            Self.writePolicy("user \(userA.name) \(second.service) deploy\n", to: policy)
+            system.writePolicy("user \(userA.name) \(second.service) deploy\n")
             agent.process.kill(SIGHUP)
             try await eventually("the reload in the agent's log") {
                 agent.logText.contains("reloaded the policy \(policy): 1 grants in force")
@@ -386,25 +438,16 @@ import Glibc
     }
 
     @Test func oneUserCannotTakeEveryConnectionSlot() async throws {
-        try #require(getuid() == 0, "this test creates users (useradd) and runs clients as them with setpriv; Scripts/test runs as root in CI")
-        let userA = try await Self.user("tv-sysagent-a")
-        let userB = try await Self.user("tv-sysagent-b")
-        defer {
-            for name in ["tv-sysagent-a", "tv-sysagent-b"] { _ = try? ChildProcess.run("/usr/sbin/userdel", [name], environment: [:]) }
-        }
         let key = try CredentialKey(service: uniqueName("tv-sys-share"), account: "deploy")
-        try await withVault(.encryptedFile, services: [key.service]) { scratch, vault in
-            let token = OAuthToken(accessToken: "share-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
-            try await vault.saveToken(token, for: key)
-            let directory = Self.socketDirectory()
-            defer { try? FileManager.default.removeItem(atPath: directory) }
-            let policy = directory + "/policy"
-            Self.writePolicy("user \(userA.name) \(key.service) deploy\nuser \(userB.name) \(key.service) deploy\n", to: policy)
-            let agent = try await RunningAgent(
-                scratch, arguments: ["--policy", policy, "--max-connections", "5", "--max-connections-per-user", "2"], socketDirectory: directory)
-            defer { agent.stop() }
-            let vaultBinary = try Self.installVault(in: directory)
-            let identity = AgentProtocol.vaultIdentity(of: try scratch.configuration(.encryptedFile))
+        let token = OAuthToken(accessToken: "share-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+        try await withSystemAgent(
+            users: [Self.userA, Self.userB], services: [key.service], arguments: ["--max-connections", "5", "--max-connections-per-user", "2"],
+            policy: "user \(Self.userA) \(key.service) deploy\nuser \(Self.userB) \(key.service) deploy\n",
+            entries: { _, vault in try await vault.saveToken(token, for: key) }
+        ) { system in
+            let (scratch, agent, identity) = (system.scratch, system.agent, system.identity)
+            let userA = try system.user(Self.userA)
+            let userB = try system.user(Self.userB)
 
             // A holds its share, two of the five slots, and its third connection is closed
             // (without the share, A could hold all five).
@@ -412,20 +455,20 @@ import Glibc
             defer { sessionA.end() }
             #expect(try await sessionA.send("connect") == "admitted")
             #expect(try await sessionA.send("connect") == "admitted")
-            #expect(try await sessionA.send("connect") == "closed")
+            #expect(try await sessionA.send("connect") == "refused no-free-connection")
             try await eventually("the share refusal in the agent's log") {
                 agent.logText.contains("uid \(userA.uid) has 2 connections open, its share")
             }
             // B still gets in: a whole `vault get`, and two connections held (with the get's,
             // which the agent may not have given back yet, at most five).
-            let b = try await run(as: userB, vaultBinary, ["get", key.service, key.account], environment: ["TOKEN_VAULT_AGENT_SOCKET": agent.socket])
+            let b = try await system.vault(as: userB, ["get", key.service, key.account])
             #expect(b.stdoutText == token.accessToken + "\n", "\(b)")
             let sessionB = try Session(as: userB, socket: agent.socket, vault: identity, log: scratch.path("session-b.log"))
             defer { sessionB.end() }
             #expect(try await sessionB.send("connect") == "admitted")
             #expect(try await sessionB.send("connect") == "admitted")
             // B has its share now too.
-            #expect(try await sessionB.send("connect") == "closed")
+            #expect(try await sessionB.send("connect") == "refused no-free-connection")
             #expect(try await sessionA.send("token 0 \(key.service) deploy") == "token", "A's held connections are served")
             #expect(try await sessionB.send("token 1 \(key.service) deploy") == "token")
         }
@@ -433,17 +476,18 @@ import Glibc
 
     /// A raw protocol session run as a user, holding connections open across its commands: one
     /// command a line on stdin, one answer a line on stdout. `connect` opens a connection and asks
-    /// the agent's status on it: `admitted`, or `closed` when the agent closed it; `token N
-    /// SERVICE ACCOUNT` asks for a token on the Nth admitted connection: `token` (the token itself
-    /// is not printed), `failure CODE` or `closed`. Every read is bounded (10 s: `timeout`).
+    /// the agent's status on it: `admitted`, `refused CODE` when the agent answered a failure (and
+    /// closed it), or `closed` when it closed it without an answer; `token N SERVICE ACCOUNT` asks
+    /// for a token on the Nth admitted connection: `token` (the token itself is not printed),
+    /// `failure CODE` or `closed`; `close N` closes the Nth admitted connection (`closed`). Every
+    /// read is bounded (10 s: `timeout`).
     final class Session: @unchecked Sendable {  // the child process, used by one test at a time
         let process: ChildProcess
 
-        init(as user: User, socket: String, vault: String, log: String) throws {
+        init(as user: SystemUser, socket: String, vault: String, log: String) throws {
             process = try ChildProcess(
-                "/usr/bin/setpriv",
-                ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", "--", "/usr/bin/python3", "-c", Self.script, socket, vault],
-                environment: ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"], input: true, output: true, errorPath: log)
+                "/usr/bin/setpriv", user.setprivArguments("/usr/bin/python3", ["-c", Self.script, socket, vault]),
+                environment: SystemUser.environment(), input: true, output: true, errorPath: log)
         }
 
         func send(_ command: String) async throws -> String {
@@ -462,7 +506,11 @@ import Glibc
             path, vault = sys.argv[1], sys.argv[2]
             conns = []
             def ask(s, body):
-                s.sendall(struct.pack(">I", len(body)) + body)
+                try:
+                    s.sendall(struct.pack(">I", len(body)) + body)
+                except BrokenPipeError:
+                    pass  # an agent that refuses the connection answers and closes at once: read its answer
+
                 data = b""
                 while len(data) < 4 or len(data) < 4 + struct.unpack(">I", data[:4])[0]:
                     chunk = s.recv(65536)
@@ -478,8 +526,15 @@ import Glibc
                         s.settimeout(10)
                         s.connect(path)
                         reply = ask(s, bytes([1, 2]))
-                        conns.append(s)
-                        print("admitted" if reply[1] == 0x82 else "answered %d" % reply[1])
+                        if reply[1] == 0xFF:
+                            s.close()
+                            print("refused " + json.loads(reply[2:])["code"])
+                        else:
+                            conns.append(s)
+                            print("admitted" if reply[1] == 0x82 else "answered %d" % reply[1])
+                    elif words[0] == "close":
+                        conns[int(words[1])].close()
+                        print("closed")
                     else:
                         request = {"service": words[2], "account": words[3], "fresh": False, "leeway": 60, "vault": vault}
                         reply = ask(conns[int(words[1])], bytes([1, 1]) + json.dumps(request).encode())
@@ -531,15 +586,6 @@ import Glibc
     private static func mode(_ path: String) throws -> UInt32 {
         let attributes = try FileManager.default.attributesOfItem(atPath: path)
         return try #require((attributes[.posixPermissions] as? NSNumber)?.uint32Value) & 0o7777
-    }
-
-    /// A copy of the `vault` binary in `directory` (0755), which the test users can reach; the
-    /// build directory may not be.
-    private static func installVault(in directory: String) throws -> String {
-        let target = directory + "/vault"
-        try FileManager.default.copyItem(atPath: try Products.executable("vault"), toPath: target)
-        #expect(chmod(target, 0o755) == 0)
-        return target
     }
 
     /// A raw protocol client: one token request, and every byte of the answer's body printed.
