@@ -19,6 +19,7 @@ a thousand). The ECDSA verification itself, cryptography's, is about half of wha
 """
 
 import base64
+import functools
 import hashlib
 import heapq
 import json
@@ -47,6 +48,8 @@ NONCE_LIFETIME = 300
 PRIVATE_MEMBERS = ("d", "p", "q", "dp", "dq", "qi", "oth", "k")
 # Public keys imported and kept, as a production verifier keeps them (least recently used out first).
 KEY_CACHE_SIZE = 1024
+# URLs split and access tokens hashed, kept the same way (each a pure function of its string).
+URL_CACHE_SIZE = 1024
 _REGISTRY = jws.JWSRegistry(algorithms=ALGORITHMS)
 
 
@@ -62,11 +65,15 @@ def b64url(data):
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
+# Both below are pure functions of a string a resource server meets again and again (its own
+# URLs, each proof's htu, the tokens in use): kept, bounded, as a production server keeps them.
+@functools.lru_cache(maxsize=URL_CACHE_SIZE)
 def access_token_hash(token):
     """RFC 9449 ``ath``: base64url (no padding) of the SHA-256 of the token's ASCII bytes."""
     return b64url(hashlib.sha256(token.encode("ascii")).digest())
 
 
+@functools.lru_cache(maxsize=URL_CACHE_SIZE)
 def _origin_and_path(url):
     """(scheme, host, port, path) of a URL, the parts an ``htu`` is compared on (RFC 9449 §4.3)."""
     parts = urlsplit(url)
