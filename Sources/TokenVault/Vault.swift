@@ -144,6 +144,11 @@ public struct Vault: Sendable {
     ///   opaque secret saved with ``saveSecret(_:for:)`` (read that with ``secret(for:)``).
     public func token(for key: CredentialKey) async throws -> OAuthToken? {
         guard let data = try await store.load(key) else { return nil }
+        return try Self.token(storedForm: data, of: key)
+    }
+
+    /// The token the entry under `key` holds in `data`, its stored form, as ``token(for:)`` reads it.
+    package static func token(storedForm data: Data, of key: CredentialKey) throws -> OAuthToken {
         do {
             return try OAuthToken(storedForm: data)
         } catch let error as VaultError where error.code == .integrityFailure {

@@ -446,16 +446,18 @@ package final class AgentServer: Sendable {
         do {
             switch request {
             case .token(let request):
-                return try await withVault(named: request.vault) { vault in .token(try await serve(request, from: vault)) }
+                return try await withVault(named: request.vault) { vault in .token(try await serve(request, from: vault).token) }
             case .proof(let request):
                 // The token as a token request gets it, and a proof signed here: the key stays in the agent.
+                // The key comes from the same read of the entry as the token: one read per proof.
                 return try await withVault(named: request.token.vault) { vault in
-                    let token = try await serve(request.token, from: vault)
+                    let (token, dpopKey) = try await serve(request.token, from: vault, withDPoPKey: true)
                     guard token.tokenType.caseInsensitiveCompare("DPoP") == .orderedSame, let url = URL(string: request.url) else {
                         return .authorization(AgentAuthorization(token: token, dpopProof: nil))
                     }
-                    let proof = try await vault.dpopProof(
-                        for: try request.token.key(), method: request.method, url: url, accessToken: token.accessToken, nonce: request.nonce)
+                    let proof = try Vault.dpopProof(
+                        signedBy: dpopKey, of: try request.token.key(), method: request.method, url: url, accessToken: token.accessToken,
+                        nonce: request.nonce)
                     return .authorization(AgentAuthorization(token: token, dpopProof: proof))
                 }
             case .store(let request):
@@ -520,19 +522,30 @@ package final class AgentServer: Sendable {
         return lifetime * (1 - options.refreshAt)
     }
 
-    private func serve(_ request: AgentTokenRequest, from vault: Vault) async throws -> AgentToken {
+    /// The token a token request gets, read once from the vault (and refreshed first when it must be).
+    /// With `withDPoPKey`, also the DPoP key stored with a DPoP token, from the same read of the
+    /// entry (a refresh keeps the key: the grant is bound to it).
+    private func serve(
+        _ request: AgentTokenRequest, from vault: Vault, withDPoPKey: Bool = false
+    ) async throws -> (token: AgentToken, dpopKey: DPoPKey?) {
         let key = try request.key()
         guard request.fresh else {
+            if withDPoPKey {
+                guard let read = try await vault.tokenAndDPoPKey(for: key) else { throw Self.notStored(key) }
+                return (AgentToken(read.token, fresh: false), read.dpopKey)
+            }
             guard let token = try await vault.token(for: key) else { throw Self.notStored(key) }
-            return AgentToken(token, fresh: false)
+            return (AgentToken(token, fresh: false), nil)
         }
-        guard let entry = try await vault.tokenEntry(for: key) else { throw Self.notStored(key) }
+        guard let stored = try await vault.storedEntry(for: key) else { throw Self.notStored(key) }
+        let entry = try TokenEntry(stored)
+        let dpopKey = withDPoPKey ? stored.dpop : nil
         guard entry.registration != nil, entry.rejection == nil else {
             // As vault get --fresh: a rejected entry throws; one the vault cannot refresh is served as stored.
             do {
-                return AgentToken(try await vault.freshToken(for: key, leeway: request.leeway, client: client), fresh: true)
+                return (AgentToken(try await vault.freshToken(for: key, leeway: request.leeway, client: client), fresh: true), dpopKey)
             } catch let error as VaultError where error.code == .expired {
-                return AgentToken(entry.token, fresh: false)
+                return (AgentToken(entry.token, fresh: false), dpopKey)
             }
         }
         // Refreshed ahead: the agent keeps it fresh, so a token inside its ahead margin is
@@ -542,9 +555,9 @@ package final class AgentServer: Sendable {
         // the single flight); now the loop has half the margin to get there first.
         let leeway = min(request.leeway, aheadMargin(entry.token).map { $0 / 2 } ?? request.leeway)
         if !entry.token.isExpired(at: Date(), leeway: leeway) {
-            return AgentToken(entry.token, fresh: true)
+            return (AgentToken(entry.token, fresh: true), dpopKey)
         }
-        return AgentToken(try await vault.freshToken(for: key, leeway: leeway, client: client), fresh: true)
+        return (AgentToken(try await vault.freshToken(for: key, leeway: leeway, client: client), fresh: true), dpopKey)
     }
 
     // MARK: Writes

@@ -23,6 +23,8 @@ enum DPoPKeyCache {
     private struct Kept {
         var key: DPoPKey
         var lastUse: UInt64
+        /// How many reads of an entry handed this key out (tests count an entry's reads by it).
+        var reads = 1
     }
 
     private struct State {
@@ -44,6 +46,7 @@ enum DPoPKeyCache {
             else { return nil }
             state.uses += 1
             state.keys[thumbprint]?.lastUse = state.uses
+            state.keys[thumbprint]?.reads += 1
             return kept
         }
         if let kept { return kept }
@@ -61,6 +64,12 @@ enum DPoPKeyCache {
     /// Forgets the key with `thumbprint` (a rotation, a logout): the next read loads it again.
     static func forget(_ thumbprint: String) {
         state.withLock { _ = $0.keys.removeValue(forKey: thumbprint) }
+    }
+
+    /// How many reads of entries handed out the kept key with `thumbprint`, since it was kept;
+    /// 0 when it is not kept (for tests).
+    static func reads(of thumbprint: String) -> Int {
+        state.withLock { $0.keys[thumbprint]?.reads ?? 0 }
     }
 
     /// Whether a key with `thumbprint` is kept (for tests).

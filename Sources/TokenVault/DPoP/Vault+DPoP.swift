@@ -63,11 +63,29 @@ extension Vault {
         for key: CredentialKey, method: String, url: URL, accessToken: String?, nonce: String? = nil
     ) async throws -> String {
         guard let entry = try await storedEntry(for: key) else { throw Self.noToken(key) }
-        guard let dpopKey = entry.dpop else {
+        return try Self.dpopProof(signedBy: entry.dpop, of: key, method: method, url: url, accessToken: accessToken, nonce: nonce)
+    }
+
+    /// As ``dpopProof(for:method:url:accessToken:nonce:)``, with `dpopKey`, the key already read
+    /// with the entry under `key` (`nil`: it holds none): the agent reads the entry once per proof,
+    /// for the token and its key together.
+    package static func dpopProof(
+        signedBy dpopKey: DPoPKey?, of key: CredentialKey, method: String, url: URL, accessToken: String?, nonce: String?
+    ) throws -> String {
+        guard let dpopKey else {
             throw VaultError(.configurationError, "The entry \(key) holds no DPoP key; its tokens are not DPoP-bound.")
         }
         let role: DPoPNonces.Role = accessToken == nil ? .authorizationServer : .resourceServer
         return try dpopKey.proof(method: method, url: url, nonce: nonce ?? DPoPNonces.nonce(for: url, role), accessToken: accessToken)
+    }
+
+    /// The token under `key`, as ``token(for:)`` reads it, and for a DPoP token the DPoP key
+    /// stored with it, from one read of the entry; `nil` when there is no entry.
+    package func tokenAndDPoPKey(for key: CredentialKey) async throws -> (token: OAuthToken, dpopKey: DPoPKey?)? {
+        guard let data = try await store.load(key) else { return nil }
+        let token = try Self.token(storedForm: data, of: key)
+        guard token.tokenType.caseInsensitiveCompare("DPoP") == .orderedSame else { return (token, nil) }
+        return (token, try StoredEntry(storedForm: data).dpop)
     }
 
     /// Gives the entry under `key` a new DPoP key of `algorithm` (by default the old key's) and

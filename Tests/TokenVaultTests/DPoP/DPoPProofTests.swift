@@ -9,7 +9,8 @@ import TokenVaultDPoP
 /// RFC 7638's own example, `ath` against RFC 9449's, and every signature checked by swift-crypto's
 /// own verifier over the JWS signing input. The proofs against a real verifier (the test
 /// authorization server, joserfc): Tests/Integration/RefreshServer/DPoPServerTests.
-@Suite struct DPoPProofTests {
+/// Serialized: two tests count on DPoPKeyCache, and one fills it past its capacity.
+@Suite(.serialized) struct DPoPProofTests {
     init() { DPoP.install() }
 
     @Test func theThumbprintIsRFC7638sExample() {
@@ -210,6 +211,38 @@ import TokenVaultDPoP
             #expect(Base64URL.decode(refused) == nil, "\(refused)")
         }
         #expect(Base64URL.decode("AA") == [0])
+    }
+
+    /// The agent reads a DPoP-bound entry once for each proof it signs: the token and its key
+    /// come from the same read (it read the entry twice, once for the token and once more for
+    /// the key). Counted on the agent's own answer path by the reads that handed out the
+    /// entry's key (DPoPKeyCache), for a `fresh` request (what clients send) and a plain one.
+    @Test func theAgentReadsTheEntryOncePerProof() async throws {
+        let vault = Vault(store: MemoryStore())
+        let entryKey = try CredentialKey(service: "dpop", account: "agent-proofs")
+        let key = try DPoPKey.generate()
+        let token = OAuthToken(accessToken: "tvx.agent", tokenType: "DPoP", refreshToken: "tvx.refresh", expiresAt: Date().addingTimeInterval(3600))
+        let registration = try ClientRegistration(tokenEndpoint: try #require(URL(string: "https://as.invalid/token")), clientID: "tokenvault-test")
+        try await vault.saveToken(token, for: entryKey, registration: registration, dpopKey: key)
+        let agent = AgentServer(
+            options: .init(socketPath: "/nonexistent/agent.sock"), identity: "test-vault", opensItself: true, log: { _ in },
+            opener: { _ in vault })
+        let url = try #require(URL(string: "https://rs.invalid/api/data"))
+        _ = try #require(try await vault.storedEntry(for: entryKey)?.dpop)  // the key kept from here on
+        for fresh in [true, false] {
+            let before = DPoPKeyCache.reads(of: key.thumbprint)
+            for _ in 0..<5 {
+                let request = AgentProofRequest(token: AgentTokenRequest(key: entryKey, fresh: fresh, vault: "test-vault"), method: "GET", url: url)
+                guard case .authorization(let answer) = await agent.answer(.proof(request)) else {
+                    Issue.record("the agent signed no proof (fresh: \(fresh))")
+                    return
+                }
+                let proof = try #require(answer.dpopProof)
+                #expect(answer.token.accessToken == "tvx.agent")
+                #expect(try Self.json(String(proof.split(separator: ".")[1]))["ath"] as? String == DPoPKey.accessTokenHash("tvx.agent"))
+            }
+            #expect(DPoPKeyCache.reads(of: key.thumbprint) - before == 5, "5 proofs (fresh: \(fresh)) read the entry more than 5 times")
+        }
     }
 
     static func json(_ part: String) throws -> [String: Any] {
