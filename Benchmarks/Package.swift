@@ -12,8 +12,12 @@ let package = Package(
         .executable(name: "tokenvault-bench", targets: ["tokenvault-bench"])
     ],
     dependencies: [
-        // The CLI trait builds the `vault` command, which the benchmark times beside the peers.
-        .package(name: "TokenVault", path: "../", traits: ["CLI"])
+        // The CLI trait builds the `vault` command, which the benchmark times beside the peers;
+        // AsyncHTTPClientAdapter, the AsyncHTTPClient adapter whose DPoP call the bench measures.
+        .package(name: "TokenVault", path: "../", traits: ["CLI", "AsyncHTTPClientAdapter"]),
+        // The AsyncHTTPClient adapter's requests are built and read with these (as the root's).
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
     ],
     targets: [
         .executableTarget(
@@ -24,6 +28,11 @@ let package = Package(
                 .product(name: "TokenVaultURLSession", package: "TokenVault"),
                 // The DPoP benchmark (issue 32) signs with it; the CLI trait enables DPoP.
                 .product(name: "TokenVaultDPoP", package: "TokenVault"),
+                // ... and its resource call goes through each adapter, AsyncHTTPClient's too.
+                .product(name: "TokenVaultAsyncHTTPClient", package: "TokenVault"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: [
                 .enableUpcomingFeature("ExistentialAny"),

@@ -1,5 +1,9 @@
+import AsyncHTTPClient
 import Foundation
+import NIOCore
+import NIOHTTP1
 import TokenVault
+import TokenVaultAsyncHTTPClient
 import TokenVaultDPoP
 import TokenVaultURLSession
 
@@ -96,6 +100,21 @@ enum DPoPBench {
             let (_, response) = try await session.data(for: URLRequest(url: url), authorizedBy: authorizers[variant])
             return (response as? HTTPURLResponse)?.statusCode ?? 0
         }
+        // The same calls through the AsyncHTTPClient adapter, in the same process and run (its own
+        // client on NIO's shared event loops, its body read whole as URLSession's is).
+        let httpClient = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup)
+        do {
+            try await interleaved(into: &result, prefix: "ahc_", rounds: rounds, warmup: warmup) { variant in
+                let response = try await httpClient.execute(
+                    HTTPClientRequest(url: url.absoluteString), authorizedBy: authorizers[variant], timeout: .seconds(30))
+                _ = try await response.body.collect(upTo: 1 << 20)
+                return Int(response.status.code)
+            }
+        } catch {
+            try? await httpClient.shutdown()
+            throw error
+        }
+        try await httpClient.shutdown()
         return result
     }
 

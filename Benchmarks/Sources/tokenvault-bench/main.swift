@@ -23,7 +23,8 @@
 //       loop for S seconds: gets per second and p50/p99 of one request (issue 30).
 //   tokenvault-bench dpop --file PATH --key-file PATH --url URL --token-url URL --dpop-user NAME --rounds N [--seconds S]
 //       (a Bearer token response on stdin) DPoP proofs/s in process, and a resource call with a
-//       DPoP-bound token through the URLSession adapter against the same with a Bearer token (issue 32)
+//       DPoP-bound token through each adapter (URLSession, AsyncHTTPClient) against the same with a
+//       Bearer token (issue 32)
 //   tokenvault-bench authorized --file PATH --key-file PATH --url URL --token-url URL --rounds N [--warmup W]
 //       (a token response on stdin) an authorized request through the URLSession adapter against
 //       the same request with the header set by hand (from freshToken each time, and from a token
