@@ -8,7 +8,7 @@
 // Every token value here is made up.
 import Foundation
 import FuzzHarness
-import TokenVault
+@_spi(AgentWire) import TokenVault
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("FuzzSeeds: \(message)\n".utf8))

@@ -2,7 +2,7 @@
 import ArgumentParser
 import Dispatch
 import Foundation
-import TokenVault
+@_spi(AgentWire) import TokenVault
 
 internal import TokenVaultSystem
 

@@ -1,6 +1,6 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
-import TokenVault
+@_spi(AgentWire) import TokenVault
 
 extension VaultCommand {
     struct Delete: AsyncParsableCommand {

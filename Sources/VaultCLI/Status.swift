@@ -1,7 +1,7 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import Foundation
-import TokenVault
+@_spi(AgentWire) import TokenVault
 
 extension VaultCommand {
     struct Status: AsyncParsableCommand {

@@ -1,6 +1,6 @@
 import Foundation
 import Synchronization
-import TokenVault
+@_spi(AgentWire) import TokenVault
 
 /// Issue 30's throughput goal: `clients` threads, each on one persistent connection to the agent
 /// (AgentClient.Connection, the library's own client), ask for the same token in a loop for

@@ -1,7 +1,7 @@
 import Foundation
 import FuzzHarness
 import Testing
-import TokenVault
+@_spi(AgentWire) import TokenVault
 import TokenVaultMigration
 
 /// Replays the inputs the fuzzers found worth keeping (Fixtures/fuzz/<target>/: crashers and

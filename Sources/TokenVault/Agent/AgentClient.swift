@@ -96,7 +96,7 @@ public struct AgentClient: Sendable {
     /// - Throws: ``Unavailable`` when there is no answer within ``deadline`` or it cannot be read.
     /// A passphrase (``AgentRequest/unlock(passphrase:)``) goes only to an agent that runs as this
     /// user: a socket another user made (a path in a shared directory, say) never receives one.
-    public func send(_ request: AgentRequest) throws(Unavailable) -> AgentResponse {
+    @_spi(AgentWire) public func send(_ request: AgentRequest) throws(Unavailable) -> AgentResponse {
         try exchange(request).response
     }
 
@@ -305,14 +305,14 @@ public struct AgentClient: Sendable {
     ///   that does not take writes, a write that failed there, which the direct path then makes
     ///   or reports in its own words), or `permissionDenied` when the agent runs as another user
     ///   (a system agent's policy grants reads only).
-    public func store(_ request: AgentStoreRequest) throws -> AgentWriteResult {
+    @_spi(AgentWire) public func store(_ request: AgentStoreRequest) throws -> AgentWriteResult {
         try write(.store(request))
     }
 
     /// Removes the entry under `key` through the agent, as `vault delete` would directly.
     /// ``AgentWriteResult/existed`` says whether there was one.
     /// - Throws: as ``store(_:)``.
-    public func delete(_ key: CredentialKey, vault: String) throws -> AgentWriteResult {
+    @_spi(AgentWire) public func delete(_ key: CredentialKey, vault: String) throws -> AgentWriteResult {
         try write(.delete(AgentDeleteRequest(key: key, vault: vault)))
     }
 
@@ -343,7 +343,7 @@ public struct AgentClient: Sendable {
     /// Whether the agent runs as this user and holds `vault` open (unlocked), so that a write
     /// through it needs no key here: `vault login` asks before it starts, and then opens no vault
     /// (no passphrase) unless the agent's answer sends it direct after all.
-    public func holdsOpen(vault: String) -> Bool {
+    @_spi(AgentWire) public func holdsOpen(vault: String) -> Bool {
         guard let connection = try? Connection(socketPath: socketPath), connection.peerUID == SystemCall.effectiveUserID,
             case .status(let status) = try? connection.send(.status, deadline: deadline)
         else { return false }
@@ -370,7 +370,7 @@ public struct AgentClient: Sendable {
 
     /// One connection to the agent, for several requests in turn (a long-running program, a
     /// benchmark). Not for use by two threads at once.
-    public final class Connection: @unchecked Sendable {  // a descriptor, used by one caller at a time
+    @_spi(AgentWire) public final class Connection: @unchecked Sendable {  // a descriptor, used by one caller at a time
         private let fd: Int32
         /// The uid the agent runs as, as the kernel recorded it when it listened; nil when it
         /// cannot be read.

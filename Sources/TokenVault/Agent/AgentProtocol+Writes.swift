@@ -8,7 +8,7 @@ package import Foundation
 /// It holds the token and (with ``Registration-swift.enum/replace``) the client registration,
 /// client secret included, and the DPoP key: secrets that travel only to the agent, over its
 /// socket, never back. Its `description` shows the entry's name only.
-public struct AgentStoreRequest: Sendable, Equatable, Codable, CustomStringConvertible, CustomDebugStringConvertible,
+@_spi(AgentWire) public struct AgentStoreRequest: Sendable, Equatable, Codable, CustomStringConvertible, CustomDebugStringConvertible,
     CustomReflectable
 {
     /// What happens to what the entry already held.
@@ -66,7 +66,7 @@ public struct AgentStoreRequest: Sendable, Equatable, Codable, CustomStringConve
 }
 
 /// A `delete` request's fields.
-public struct AgentDeleteRequest: Sendable, Equatable, Codable {
+@_spi(AgentWire) public struct AgentDeleteRequest: Sendable, Equatable, Codable {
     public var service: String
     public var account: String
     /// The vault the client would open directly (``AgentProtocol/vaultIdentity(of:)``).
@@ -83,7 +83,7 @@ public struct AgentDeleteRequest: Sendable, Equatable, Codable {
 
 /// What the agent answers a write: which backend it wrote to and, for a `delete`, whether there
 /// was an entry. Never a token, a secret or a key.
-public struct AgentWriteResult: Sendable, Equatable, Codable {
+@_spi(AgentWire) public struct AgentWriteResult: Sendable, Equatable, Codable {
     /// The backend the agent's vault uses (``BackendSelection/backend``, as `vault set` names it).
     public var backend: String
     /// For a `delete`: whether an entry was there to remove; nil for a `store`.

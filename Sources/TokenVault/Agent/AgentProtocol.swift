@@ -27,14 +27,19 @@ public import Foundation
 /// the writes, `store` and `delete`, answers `invalid-input`, "unknown message kind"), and the
 /// client goes direct. So a new client works with an older agent of the same version, and an
 /// older client with a newer agent.
+///
+/// What a program needs is public: ``vaultIdentity(of:)`` and ``socketPath(environment:)``, with
+/// ``AgentClient``. The wire itself (frames, requests, responses, the version and bounds) is
+/// `@_spi(AgentWire)`: the `vault` command, the agent, and the Fuzz and Benchmarks packages
+/// import it so; it is not an API a program builds on.
 public enum AgentProtocol: Sendable {
     /// The version this build speaks.
-    public static let version: UInt8 = 1
+    @_spi(AgentWire) public static let version: UInt8 = 1
     /// The largest body (version, kind and payload) either side accepts: 64 KiB, room for a JWT
     /// access token of some kilobytes and for the status of a few hundred entries.
-    public static let maximumBodyLength = 64 * 1024
+    @_spi(AgentWire) public static let maximumBodyLength = 64 * 1024
     /// The length prefix.
-    public static let headerLength = 4
+    @_spi(AgentWire) public static let headerLength = 4
 
     /// A message kind: the second byte of every body.
     enum Kind: UInt8 {
@@ -58,7 +63,7 @@ public enum AgentProtocol: Sendable {
     }
 
     /// Why bytes are not a message.
-    public struct DecodingError: Error, Sendable, Equatable, CustomStringConvertible {
+    @_spi(AgentWire) public struct DecodingError: Error, Sendable, Equatable, CustomStringConvertible {
         /// The other side speaks another version (the body's first byte), when that is the reason.
         public let peerVersion: UInt8?
         /// What is wrong, for a person; never holds the bytes.
@@ -81,7 +86,7 @@ public enum AgentProtocol: Sendable {
     /// The body length a 4-byte header announces.
     /// - Throws: ``DecodingError`` when it is below 2 or above ``maximumBodyLength``: the frame
     ///   is refused before its body is read.
-    public static func bodyLength(header: some Collection<UInt8>) throws(DecodingError) -> Int {
+    @_spi(AgentWire) public static func bodyLength(header: some Collection<UInt8>) throws(DecodingError) -> Int {
         guard header.count == headerLength else { throw DecodingError("a frame header is \(headerLength) bytes") }
         let length = header.reduce(0) { ($0 << 8) | Int($1) }
         guard length >= 2 else { throw DecodingError("a frame body holds at least a version and a kind") }
@@ -157,7 +162,7 @@ public enum AgentProtocol: Sendable {
 }
 
 /// What a client asks the agent.
-public enum AgentRequest: Sendable, Equatable {
+@_spi(AgentWire) public enum AgentRequest: Sendable, Equatable {
     /// The access token under a key. `vault` names the vault the client would open (see
     /// ``AgentProtocol/vaultIdentity(of:)``): an agent serving another vault refuses with
     /// `not-this-vault` and the client goes direct.
@@ -252,7 +257,7 @@ public enum AgentRequest: Sendable, Equatable {
 }
 
 /// A `token` request's fields.
-public struct AgentTokenRequest: Sendable, Equatable, Codable {
+@_spi(AgentWire) public struct AgentTokenRequest: Sendable, Equatable, Codable {
     public var service: String
     public var account: String
     /// Refresh first if the token expires within `leeway` seconds (and the entry can be refreshed).
@@ -273,7 +278,7 @@ public struct AgentTokenRequest: Sendable, Equatable, Codable {
 }
 
 /// A `proof` request's fields: the token request, and the request the proof is for.
-public struct AgentProofRequest: Sendable, Equatable, Codable {
+@_spi(AgentWire) public struct AgentProofRequest: Sendable, Equatable, Codable {
     public var token: AgentTokenRequest
     /// The request's method (`htm`).
     public var method: String
@@ -393,7 +398,7 @@ public struct AgentStatus: Sendable, Equatable, Codable {
 }
 
 /// What the agent answers.
-public enum AgentResponse: Sendable, Equatable {
+@_spi(AgentWire) public enum AgentResponse: Sendable, Equatable {
     case token(AgentToken)
     case status(AgentStatus)
     /// The answer to a `proof` request.

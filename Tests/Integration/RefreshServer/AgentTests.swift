@@ -2,7 +2,7 @@
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
-import TokenVault
+@_spi(AgentWire) import TokenVault
 
 import Glibc
 

@@ -2,7 +2,7 @@
 import Foundation
 import Testing
 @testable import TokenVaultTestSupport
-@testable import TokenVault
+@_spi(AgentWire) @testable import TokenVault
 import TokenVaultDPoP
 import TokenVaultURLSession
 

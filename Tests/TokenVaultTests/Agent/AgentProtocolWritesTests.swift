@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TokenVault
+@_spi(AgentWire) import TokenVault
 
 import Glibc
 

@@ -2,7 +2,7 @@
 import Crypto
 import Foundation
 import Testing
-@testable import TokenVault
+@_spi(AgentWire) @testable import TokenVault
 import TokenVaultDPoP
 
 /// DPoP keys and proofs (RFC 9449) in process: the proof's structure, the thumbprint against
