@@ -155,8 +155,9 @@ public struct AgentClient: Sendable {
                 "the agent has not answered within \(Connection.milliseconds(deadline)) ms (\(request.mayRefresh ? "a refresh at the token endpoint, or a busy agent" : "a busy agent")); waiting up to \(boundMilliseconds / 1000) s for its answer"
             var sayBusy: (@Sendable () -> Void)?
             if let notice { sayBusy = { @Sendable in notice.say(busy) } }
-            // What is left of the bound (and of the fast deadline) after the attempts before.
-            let left = Duration.milliseconds(max(1, boundMilliseconds - spent))
+            // What is left of the bound (and of the fast deadline) after the attempts before; the
+            // first attempt has all of it (its message names the bound itself, not 9,999 ms of it).
+            let left = Duration.milliseconds(waitingOnUID == nil ? boundMilliseconds : max(1, boundMilliseconds - spent))
             let response: AgentResponse
             do throws(Unavailable) {
                 response = try connection.send(
