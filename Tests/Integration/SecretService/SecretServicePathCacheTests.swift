@@ -61,8 +61,11 @@ import Testing
             // saw it and of the next one.
             #expect(searches <= 2 * foreign, "\(searches) searches for \(foreign) changes of other clients")
         }
-        // What the store did is what every client sees.
-        #expect(try secretToolLookup(key).output.isEmpty)
+        // What the store did is what every client sees: secret-tool finds no value. (Its output
+        // is not required to be empty: on KWallet a third attempt after two "found nothing" may
+        // print kwalletd5's session fault instead, as a clean-clone run showed.)
+        let lookup = try secretToolLookup(key)
+        #expect(lookup.status != 0 && !["one", "two"].contains(lookup.output.trimmingCharacters(in: .whitespacesAndNewlines)), "\(lookup)")
         #expect(try await store.load(key) == nil)
     }
 
