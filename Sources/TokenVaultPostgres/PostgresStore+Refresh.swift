@@ -36,6 +36,10 @@ extension PostgresStore: StoreRefreshLocking {
     ///    keepalives and the client check (``deadPeerSettings``) so that a holder or waiter that
     ///    is cut off or dead without a word loses the lock in about 24 s.
     /// 2. `SELECT pg_advisory_xact_lock(k)`: waits at most `timeout` (then `timeout`, SQLSTATE 55P03).
+    ///    2a. If the entry holds the journal of a flight that a database restart cut off from this
+    ///    lock while its request may still be at the server, `ROLLBACK`, wait outside the lock
+    ///    until its answer is committed or its time is over, and start again
+    ///    (``flightCutOffByRestart(_:on:)``).
     /// 3. `body` (``Vault``'s locked flight) reads the row again through the view, on this
     ///    connection, and if it is still stale commits the refresh journal on another connection
     ///    (``LockedView/commitJournal(_:for:)``: fenced by the version read here and by this
@@ -68,6 +72,7 @@ extension PostgresStore: StoreRefreshLocking {
             // Steps 1 and 2: a connection in a transaction that holds the lock, or an error.
             let held: HeldConnection
             let backendPID: Int32
+            var cutOff: CutOffFlight?
             do {
                 held = try await holdConnection(within: bound, what: "take the refresh lock of \(key)")
             } catch {
@@ -100,6 +105,9 @@ extension PostgresStore: StoreRefreshLocking {
                     guard let pid else { throw VaultError(.io, "PostgreSQL answered no row to the refresh lock of \(key) in \(vault).") }
                     return pid
                 }
+                cutOff = try await Self.withDeadline(bound, what: "read \(key) under the refresh lock", vault: vault) { [self] in
+                    try await self.flightCutOffByRestart(key, on: connection)
+                }
             } catch {
                 // The server rolls the transaction back when its connection ends.
                 held.abandon()
@@ -116,8 +124,95 @@ extension PostgresStore: StoreRefreshLocking {
                 pause = min(pause * 2, .milliseconds(500))
                 continue
             }
+            if let cutOff {
+                // Step 2a: the lock goes back (this transaction wrote nothing) and the cut-off
+                // flight is waited for outside it, since its answer is committed under this lock.
+                let connection = held.connection
+                do {
+                    try await Self.withDeadline(bound, what: "end the refresh transaction of \(key)", vault: vault) {
+                        try await connection.run("ROLLBACK", logger: PostgresSQL.silent)
+                    }
+                } catch {
+                    held.abandon()
+                }
+                held.release()
+                await waitForCutOffFlight(cutOff, key: key)
+                continue
+            }
             defer { held.release() }
             return try await lockedFlight(key, lockKey: lockKey, backendPID: backendPID, timeout: timeout, on: held, body)
+        }
+    }
+
+    /// How long after its journal was written a flight may still be waiting for its token
+    /// endpoint's answer: the default deadline of a whole refresh (``TokenEndpointClient/defaultDeadline``,
+    /// 20 s) and 5 s for the answer's commit and the hosts' clocks.
+    static let cutOffFlightWait: Double = 25
+
+    /// A flight whose journal the new lock holder finds, and whose lock a database restart ended
+    /// while its token request may still be at the server (``flightCutOffByRestart(_:on:)``).
+    struct CutOffFlight: Sendable {
+        let rowHash: Data
+        /// The row's version with the flight's journal.
+        let version: Int64
+        /// How long the flight may still be waiting for its answer.
+        let remaining: Duration
+    }
+
+    /// Step 2a of ``withRefreshLock(on:timeout:_:)``. A restart (or a crash) of the database
+    /// ends every session, and with the holder's the advisory lock, while the holder may be alive
+    /// with its token request at the server: its answer is then committed on a new connection
+    /// (``replay(_:lockKey:flight:timeout:)``). Presenting the journal's refresh token again now
+    /// would overtake that request, and a server that rotates strictly revokes the grant (Scripts/fleet,
+    /// strict rotation, a restart during the flight). So when the entry holds a journal written
+    /// before the server's last start (`pg_postmaster_start_time()`), less than
+    /// ``cutOffFlightWait`` ago by the server's clock, the flight is waited for. A journal left by a
+    /// holder that died (`kill -9`, no restart) is presented again at once, as before, so that a
+    /// server's reuse interval still covers it.
+    func flightCutOffByRestart(_ key: CredentialKey, on connection: PostgresConnection) async throws -> CutOffFlight? {
+        let sealing = current
+        let rowHash = sealing.keys.rowHash(key)
+        // A row that does not open is the body's to report, as it reads the row again.
+        guard let row = try await loadRow(rowHash, sealing: sealing, on: connection, inTransaction: true),
+            let secret = try? open(row.sealed, key: key, rowHash: rowHash, version: row.version, sealing: sealing),
+            let entry = try? StoredEntry(storedForm: secret), let presenting = (try? entry.wasInterrupted()) ?? nil
+        else { return nil }
+        let rows = try await connection.query(
+            "SELECT extract(epoch FROM pg_postmaster_start_time())::float8, extract(epoch FROM clock_timestamp())::float8",
+            logger: PostgresSQL.silent)
+        var times: (started: Double, now: Double)?
+        for try await (started, now) in rows.decode((Double, Double).self) { times = (started, now) }
+        guard let times else { return nil }
+        // The restart came after the journal (by the presenting host's clock: hosts whose clocks
+        // differ by more than the time between the two are not told apart, and the journal's
+        // token is presented again as after a holder that died).
+        guard times.started > presenting.latestStart else { return nil }
+        let remaining = presenting.latestStart + Self.cutOffFlightWait - times.now
+        guard remaining > 0 else { return nil }
+        return CutOffFlight(rowHash: Data(rowHash), version: row.version, remaining: .milliseconds(Int64(remaining * 1000)))
+    }
+
+    /// Waits, holding no lock, until the row of a cut-off flight changes (its holder committed
+    /// the answer, or a verdict) or the flight's time is over. A read that fails (the database
+    /// still restarting) is tried again at the next poll.
+    private func waitForCutOffFlight(_ flight: CutOffFlight, key: CredentialKey) async {
+        logger.notice(
+            "a database restart ended the refresh lock of a flight whose token request may still be at the server; waiting for its answer instead of presenting its refresh token again",
+            metadata: ["key": "\(key)", "at_most_ms": "\(flight.remaining.components.seconds * 1000 + flight.remaining.components.attoseconds / 1_000_000_000_000_000)"])
+        let clock = ContinuousClock()
+        let end = clock.now.advanced(by: flight.remaining)
+        let rowHash = Array(flight.rowHash)
+        while clock.now < end {
+            do {
+                try await Task.sleep(for: .milliseconds(200))
+                let version = try await bounded("read \(key) while a cut-off refresh finishes", within: min(options.operationTimeout, end - clock.now)) {
+                    [self] connection in
+                    try await self.loadRow(rowHash, sealing: self.current, on: connection)?.version
+                }
+                if version != flight.version { return }
+            } catch {
+                if Task.isCancelled { return }
+            }
         }
     }
 

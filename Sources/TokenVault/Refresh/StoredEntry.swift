@@ -100,15 +100,24 @@ package struct StoredEntry: Codable, Sendable {
 package struct RefreshPresenting: Codable, Sendable, Equatable {
     /// The same hash as ``RefreshRejection/refreshTokenHash``.
     var refreshTokenHash: String
-    /// When the request was about to leave, Unix seconds.
+    /// When the request was about to leave, Unix seconds (the presenting host's clock).
     var at: Int64
+    /// The same in milliseconds; absent in records written before it was added.
+    var atMilliseconds: Int64? = nil
     /// The process that presented it (diagnostics only).
     var pid: Int32
 
     enum CodingKeys: String, CodingKey {
         case refreshTokenHash = "rt_hash"
         case at
+        case atMilliseconds = "at_ms"
         case pid
+    }
+
+    /// The latest moment, in Unix seconds by the presenting host's clock, at which the request
+    /// may have left: `at_ms`, or the end of the second `at` was rounded to.
+    package var latestStart: Double {
+        atMilliseconds.map { Double($0) / 1000 } ?? Double(at) + 0.5
     }
 }
 

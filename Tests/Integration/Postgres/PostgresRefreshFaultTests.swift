@@ -1,5 +1,6 @@
 #if Integration  // built with the package trait Integration (Scripts/test)
 import Foundation
+import Logging
 import Testing
 @testable import TokenVaultTestSupport
 import TokenVault
@@ -139,6 +140,60 @@ extension PostgresTests {
             #expect(try postgres.sql(setup.database, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == "0")
             // The grant lives: the committed refresh token refreshes.
             let next = try await server.tryRefresh(try #require(stored.refreshToken))
+            #expect(next.status == 200, "the committed refresh token was refused: \(next.error ?? "")")
+        }
+
+        /// A restart ends the lock of a refresh whose token request the server still holds, and
+        /// another host then takes the lock and finds the refresh's journal. It must wait for that
+        /// flight's answer, not present the same refresh token again: with strict rotation the
+        /// server revokes the grant when the held request is answered after the second one
+        /// (Scripts/fleet found it: a restart during the flight lost the grant). Before the fix
+        /// the other host presented at once, and this test saw two token requests. A journal left
+        /// by a holder that died without a restart is still presented again at once
+        /// (PostgresTests.RefreshJournal).
+        @Test func anotherHostWaitsForTheAnswerOfAFlightARestartCutOff() async throws {
+            let postgres = try TestPostgres.require()
+            let server = try TestOAuthServer.require()
+            let setup = try await seed(postgres, server, user: uniqueName("pg-cutoff"))  // strict rotation
+            let child = try await startHeldRefresh(setup, postgres, server)
+            defer { if child.process.isRunning { child.kill9() } }
+            // `-m fast` ends the holder's session (and lock) and comes back within the client's
+            // 8 s request time-out, past which the holder would send its request again.
+            try postgres.control("stop", ["fast"])
+            try postgres.control("start")
+
+            // Another host: a pool of its own, and a log that shows when it waits.
+            let capture = RefreshLogCapture()
+            let store = try await PostgresStore.open(
+                try postgres.configuration(setup.database), keySource: .keyFile(setup.keyFile), options: TestPostgres.testOptions,
+                logger: Logger(label: "other-host") { _ in capture })
+            defer { store.close() }
+            let vault = Vault(store: store)
+            let other = Task { try await vault.freshToken(for: setup.key, client: TokenEndpointClient()) }
+            defer { other.cancel() }
+            var waited = false
+            var presented = false
+            try await eventually("the other host waiting for the cut-off flight, or presenting the refresh token", bound: .seconds(6)) {
+                waited = capture.lines.contains { $0.contains("waiting for its answer instead of presenting") }
+                // The held request is counted once the server handles it, after the release.
+                presented = try await server.stats(user: setup.user).refreshRequests > 0
+                return waited || presented
+            }
+            #expect(waited && !presented, "the other host presented the refresh token of a flight still in progress")
+            try await server.release(user: setup.user)
+
+            let status = try await child.wait(bound: .seconds(60))
+            #expect(status == 0, "the holder: \(child.errorOutput)")
+            let token = try await other.value
+            let stored = try #require(try await vault.storedEntry(for: setup.key))
+            let rotated = stored.token.refreshToken != setup.seeded.refreshToken  // compared here: a failed #expect would print both
+            #expect(rotated && stored.presenting == nil, "the holder's answer was committed, closing the journal")
+            #expect(fingerprint(token.accessToken) == fingerprint(stored.token.accessToken), "the other host got the committed token")
+            let stats = try await server.stats(user: setup.user)
+            #expect(stats.refreshRequests == 1 && stats.refreshSucceeded == 1, "one token request: \(stats.refreshRequests)")
+            #expect(stats.reuseDetected == 0 && stats.familiesRevoked == 0)
+            // The grant lives: the committed refresh token refreshes.
+            let next = try await server.tryRefresh(try #require(stored.token.refreshToken))
             #expect(next.status == 200, "the committed refresh token was refused: \(next.error ?? "")")
         }
 
