@@ -23,8 +23,8 @@
  *                  time-out or a lost connection (maximumAttempts, 3 by default; 2 here).
  * The knobs of one run are read from the environment when the verifier starts (TV_CRASH=16 ./pan):
  *   TV_CRASH, TV_DROP, TV_STALL   bit masks of the steps (F_* below) after which a process may be
- *                  killed (kill -9), its database connection may be ended (pg_terminate_backend,
- *                  a lost connection; PostgreSQL only), or its host may freeze for good with the
+ *                  killed (kill -9), its database connection may be ended (a restart of the
+ *                  database, see below; PostgreSQL only), or its host may freeze for good with the
  *                  lock held.
  *   TV_LOSTREPLY   the token endpoint's answer may be lost (time-out, connection reset) after the
  *                  server has acted on the request.
@@ -49,7 +49,19 @@
  *   TV_NOLOCK (no lock at all), TV_LOCK_PER_HOST (a flock per host, the protocol before issue 16,
  *   used across hosts), TV_NOVERDICT (a rejection is not stored), TV_NORELEASE (a dead holder
  *   keeps the lock), TV_NOREREAD (the entry is not read again under the lock), TV_NOJOURNAL (local:
- *   no "refresh token N is being presented" record before the request, issue 33).
+ *   no "refresh token N is being presented" record before the request, issue 33), TV_NOREPLAY
+ *   (PostgreSQL: a flight whose connection died throws its answer away instead of committing it
+ *   on a new connection), TV_NOWAITCUT (PostgreSQL: a flight that finds the journal of a flight
+ *   cut off by a restart presents its refresh token again at once instead of waiting for it).
+ *
+ * PostgreSQL, a dropped connection (TV_DROP) is taken to be a restart of the database: it ends
+ * the holder's session, transaction and lock while the holder goes on. The holder commits its
+ * answer again on a new connection, under the lock, fenced by the row's version
+ * (PostgresStore.replay); the next lock holder that finds the journal of such a flight, written
+ * before the server's last start (pg_postmaster_start_time), waits outside the lock until that
+ * flight is over (PostgresStore.flightCutOffByRestart). The code tells a restart apart by the
+ * server's start time; a single ended backend (pg_terminate_backend) and a failover are not told
+ * apart from a holder that died, and are not what TV_DROP checks here.
  *
  * The journal (issue 33, local variant; the file vault's `RefreshPresenting`): before the request
  * leaves, the entry durably records the refresh token being presented; the save of the answer (or
@@ -83,6 +95,7 @@ static int knob(const char *name, int otherwise) {
 };
 hidden byte k_crash, k_drop, k_stall, k_lostreply, k_writefail, k_netfail, k_revoke, k_timeout;
 hidden byte k_claim, k_nolock, k_perhost, k_noverdict, k_norelease, k_noreread, k_grace, k_nojournal, k_inorder;
+hidden byte k_noreplay, k_nowaitcut;
 #define CRASH     k_crash       /* TV_CRASH */
 #define DROP      k_drop        /* TV_DROP */
 #define STALL     k_stall       /* TV_STALL */
@@ -98,6 +111,8 @@ hidden byte k_claim, k_nolock, k_perhost, k_noverdict, k_norelease, k_noreread, 
 #define NOREREAD  k_noreread    /* TV_NOREREAD */
 #define GRACE     k_grace       /* TV_GRACE */
 #define INORDER   k_inorder     /* TV_INORDER */
+#define NOREPLAY  k_noreplay    /* TV_NOREPLAY */
+#define NOWAITCUT k_nowaitcut   /* TV_NOWAITCUT */
 /* TV_NOJOURNAL turns it off. PostgreSQL commits the record on a connection of its own, fenced by
  * the row's version and by pg_locks showing that the flight's backend still holds the lock (a
  * record in the flight's own transaction would vanish with it). */
@@ -149,6 +164,9 @@ bit db_fresh = 0;     /* its access token is still valid: the run starts with an
 byte db_verdict = 0;  /* the refresh token the server rejected, stored with the entry (0: none) */
 bit db_vint = 0;      /* that verdict followed an interrupted refresh (the message says so) */
 byte db_presenting = 0; /* the journal: the refresh token being presented (0: none) */
+byte db_ver = 0;      /* PostgreSQL: the row's version, raised by every write */
+byte db_jwriter = 0;  /* PostgreSQL: the process that wrote the journal, + 1 */
+bit cut_live = 0;     /* PostgreSQL: the journal's writer lost its lock to a restart and its flight goes on */
 
 /* ---- the lock: pg_advisory_xact_lock on the entry's keyed hash, or the per-key flock ---- */
 byte lock[3];         /* owner + 1, or 0; only lock[0] unless TV_LOCK_PER_HOST */
@@ -225,6 +243,12 @@ byte faults = 0;
 #define SETTLED SETTLED_3
 #endif
 
+/* The flight of process p is over (landed, killed or frozen for good; a frozen one is waited for
+ * only until its time is over, which the model does not count): nobody waits for it. */
+inline cut_over() {
+  if :: cut_live && db_jwriter == p + 1 -> cut_live = 0 :: else -> skip fi
+}
+
 inline release_if_held() {
   if
   :: LOCK == p + 1 -> LOCK = 0
@@ -246,6 +270,7 @@ inline fault(s) {
        if :: rotated_for[p] -> wrot = 1 :: else -> skip fi;
        if :: !NORELEASE -> release_if_held() :: else -> skip fi;
        pend = 0;
+       cut_over();
        pdead[p] = 1     /* last: the `unless` of every task of p takes over from here */
      }
 #ifndef LOCAL
@@ -256,10 +281,11 @@ inline fault(s) {
        printf("P%d: its database connection dies (step %d): lock and transaction gone\n", p, s);
        conn_dead = 1;
        release_if_held();
-       pend = 0
+       pend = 0;
+       if :: db_presenting != 0 && db_jwriter == p + 1 -> cut_live = 1 :: else -> skip fi
      }
 #endif
-  :: atomic { (STALL & (s)) && faults < MAXFAULTS -> faults++; printf("P%d's host freezes (step %d)\n", p, s); stalled[p] = 1 }
+  :: atomic { (STALL & (s)) && faults < MAXFAULTS -> faults++; printf("P%d's host freezes (step %d)\n", p, s); stalled[p] = 1; cut_over() }
   :: skip
   fi
 }
@@ -268,7 +294,7 @@ inline fault(s) {
  * request, the answer, the write, the commit) together with the local decisions after it and the
  * fault that may strike right after it. */
 proctype task(byte t; byte p) {
-  byte rt, ans, newrt, g, res, attempt;
+  byte rt, ans, newrt, g, res, attempt, myver;
   bit conn_dead, pend, pend_fresh, pend_vint, interrupted;
   byte pend_rt, pend_verdict;
   {
@@ -289,6 +315,7 @@ proctype task(byte t; byte p) {
     }
     /* the flight (refreshUnderLock). PostgreSQL: BEGIN, SET LOCAL lock_timeout, then
      * pg_advisory_xact_lock; local: RefreshLock.acquire(path:timeout:) */
+takelock:
     do
     :: atomic { NOLOCK -> fault(F_LOCKED) }; break
     :: atomic { !NOLOCK && !conn_dead && LOCK == 0 -> LOCK = p + 1; printf("P%d takes the lock\n", p); fault(F_LOCKED) }; break
@@ -302,6 +329,15 @@ proctype task(byte t; byte p) {
       /* the journal: an earlier flight presented rt and died before saving the answer */
       interrupted = (JOURNAL && db_presenting != 0 && db_presenting == rt);
       printf("P%d reads again: refresh token %d (fresh %d, rejected %d, interrupted %d)\n", p, rt, db_fresh, db_verdict == rt, interrupted);
+#ifndef LOCAL
+      /* The journal of a flight a restart cut off from its lock, still going: ROLLBACK, wait
+       * outside the lock for it to end (its answer is committed under this lock), start again. */
+      if
+      :: interrupted && cut_live && !NOWAITCUT ->
+         release_if_held(); printf("P%d waits for the flight a restart cut off\n", p); goto waitcut
+      :: else -> skip
+      fi;
+#endif
       if
       :: !NOREREAD && db_fresh && !interrupted -> res = T_OK; goto commit      /* another caller refreshed it */
       :: !NOVERDICT && !db_fresh && db_verdict == rt -> res = T_FAIL; goto commit   /* rejected before: log in again */
@@ -312,7 +348,8 @@ proctype task(byte t; byte p) {
        * read just above in this step: a holder whose connection died (and lost the lock) fails
        * there and never writes a record. A connection that dies after it (a drop at F_READ) goes
        * unnoticed until the UPDATE, so its request still leaves. */
-      if :: JOURNAL -> db_presenting = rt :: else -> skip fi;
+      if :: JOURNAL -> db_presenting = rt; db_ver++; db_jwriter = p + 1 :: else -> skip fi;
+      myver = db_ver;
 #endif
       fault(F_READ);
       attempt = 1
@@ -360,8 +397,12 @@ send:
       rotated_for[p] = 0;
       printf("P%d saves: refresh token %d (rejected %d)\n", p, db_rt, db_verdict == db_rt);
 #else
-      /* UPDATE the row, inside the transaction */
-      if :: conn_dead -> goto failed :: else -> skip fi;
+      /* UPDATE the row, inside the transaction; after a lost connection, on a new one */
+      if
+      :: conn_dead && !NOREPLAY -> goto replay
+      :: conn_dead && NOREPLAY -> goto failed
+      :: else -> skip
+      fi;
       pend = 1;
       if
       :: ans == A_OK -> pend_rt = newrt; pend_fresh = 1; pend_verdict = 0; res = T_OK
@@ -377,10 +418,15 @@ commit:
 #ifdef LOCAL
       release_if_held();                           /* lock?.release() (defer) */
 #else
-      /* COMMIT: the row and the release of the advisory lock, at once */
-      if :: conn_dead -> goto failed :: else -> skip fi;
+      /* COMMIT: the row and the release of the advisory lock, at once; a transaction lost with
+       * its connection is written again on a new one (an answer is never thrown away) */
       if
-      :: pend -> db_rt = pend_rt; db_fresh = pend_fresh; db_verdict = pend_verdict; db_vint = pend_vint; db_presenting = 0;
+      :: conn_dead && ans != 0 && !NOREPLAY -> goto replay
+      :: conn_dead && (ans == 0 || NOREPLAY) -> goto failed
+      :: else -> skip
+      fi;
+      if
+      :: pend -> db_rt = pend_rt; db_fresh = pend_fresh; db_verdict = pend_verdict; db_vint = pend_vint; db_presenting = 0; db_ver++;
          pend = 0; rotated_for[p] = 0;
          printf("P%d commits: refresh token %d (rejected %d)\n", p, db_rt, db_verdict == db_rt)
       :: else -> skip
@@ -392,6 +438,7 @@ commit:
     }
 land:
     atomic {
+      cut_over();
       flying[p] = 0; flres[p] = res; landed[p]++;
 finish:
       tstate[t] = res;
@@ -405,6 +452,31 @@ retry:
 failed:
     /* ROLLBACK (or a dead connection) / lock?.release(): the lock goes, nothing is written */
     atomic { release_if_held(); pend = 0; res = T_FAIL; ans = 0; newrt = 0; pend_rt = 0; pend_fresh = 0; pend_verdict = 0; pend_vint = 0; attempt = 0; printf("P%d's flight fails: rolled back, unlocked\n", p); goto land };
+#ifndef LOCAL
+replay:
+    /* PostgresStore.replay: a new connection, BEGIN, pg_advisory_xact_lock, the write fenced by
+     * the version the row had after this flight's journal, COMMIT. A row another writer changed
+     * keeps that writer's token (a clear error). */
+    atomic {
+      LOCK == 0 ->
+      if
+      :: db_ver == myver ->
+         if
+         :: ans == A_OK -> db_rt = newrt; db_fresh = 1; db_verdict = 0; db_vint = 0; res = T_OK
+         :: ans == A_INVALID ->
+            if :: !NOVERDICT -> db_verdict = rt; db_vint = interrupted :: else -> skip fi;
+            res = T_FAIL
+         fi;
+         db_presenting = 0; db_ver++; rotated_for[p] = 0;
+         printf("P%d commits its answer on a new connection: refresh token %d (rejected %d)\n", p, db_rt, db_verdict == db_rt)
+      :: else -> res = T_FAIL; printf("P%d: the row changed since its journal; its answer is not written\n", p)
+      fi;
+      pend = 0; ans = 0; newrt = 0; pend_rt = 0; pend_fresh = 0; pend_verdict = 0; pend_vint = 0; attempt = 0;
+      goto land
+    };
+waitcut:
+    atomic { !cut_live -> goto takelock };
+#endif
 join:
     /* every caller of one flight gets its result */
     atomic { landed[p] != g -> res = flres[p]; g = 0; goto finish };
@@ -494,7 +566,7 @@ init {
     k_claim = knob("TV_CLAIM", 0); k_nolock = knob("TV_NOLOCK", 0); k_perhost = knob("TV_LOCK_PER_HOST", 0);
     k_noverdict = knob("TV_NOVERDICT", 0); k_norelease = knob("TV_NORELEASE", 0);
     k_noreread = knob("TV_NOREREAD", 0); k_grace = knob("TV_GRACE", 0); k_nojournal = knob("TV_NOJOURNAL", 0);
-    k_inorder = knob("TV_INORDER", 0);
+    k_inorder = knob("TV_INORDER", 0); k_noreplay = knob("TV_NOREPLAY", 0); k_nowaitcut = knob("TV_NOWAITCUT", 0);
   };
   atomic {
     run task(0, 0);

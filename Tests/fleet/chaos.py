@@ -375,8 +375,9 @@ class Fleet:
                     self.http("POST", "/release", {"user": self.user})
                 else:  # pg_restart while the request is held
                     # The restart ends every session, and so frees the lock while the holder's
-                    # request is at the server: the next host may present the same refresh token
-                    # (PostgreSQL keeps no presenting journal yet, issue 33 part 1).
+                    # request is at the server: the next host finds the holder's journal, written
+                    # before the server's start, and waits for the holder's answer instead of
+                    # presenting the same refresh token (PostgresStore.flightCutOffByRestart).
                     self.interrupted_cycles.add(self.cycle)
                     self.restart_postgres()
                     self.http("POST", "/release", {"user": self.user})
