@@ -148,7 +148,7 @@ extension PostgresTests {
         /// flight's answer, not present the same refresh token again: with strict rotation the
         /// server revokes the grant when the held request is answered after the second one
         /// (Scripts/fleet found it: a restart during the flight lost the grant). Before the fix
-        /// the other host presented at once, and this test saw two token requests. A journal left
+        /// the other host presented at once, and the grant was revoked. A journal left
         /// by a holder that died without a restart is still presented again at once
         /// (PostgresTests.RefreshJournal).
         @Test func anotherHostWaitsForTheAnswerOfAFlightARestartCutOff() async throws {
@@ -162,7 +162,9 @@ extension PostgresTests {
             try postgres.control("stop", ["fast"])
             try postgres.control("start")
 
-            // Another host: a pool of its own, and a log that shows when it waits.
+            // Another host: a pool of its own, and a log that shows when it waits. (In this
+            // process, not a second `vault`: its log is the test's signal. The holder is the
+            // `vault` process, since two refreshes of one vault in one process share one flight.)
             let capture = RefreshLogCapture()
             let store = try await PostgresStore.open(
                 try postgres.configuration(setup.database), keySource: .keyFile(setup.keyFile), options: TestPostgres.testOptions,
