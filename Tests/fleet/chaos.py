@@ -258,6 +258,8 @@ class Fleet:
             raise Failure(f"vault set exited {process.returncode}: {err.decode(errors='replace').strip()}")
         self.logins += 1
         self.set_at = time.time()  # `vault set` counts the token's lifetime from its own reading
+        # Requests up to here belong to the grants before this login (blame below).
+        self.login_seq = max([r["seq"] for r in self.history()["answered"]], default=0)
 
     def stored(self):
         """The stored token's fingerprints, read on the first host after recovery."""
@@ -435,12 +437,23 @@ class Fleet:
         if lost:
             self.grants_lost += 1
             self.lost_cycles.append(self.cycle)
-            # A killed holder's request answered after its successor's shows in the next cycle.
-            blamed = fault if fault != "none" or self.cycle == 1 else self.cycle_fault.get(self.cycle - 1)
+            blamed = self.blame(fault, history)
             self.lost_by_fault[blamed] = self.lost_by_fault.get(blamed, 0) + 1
             # with a reuse interval a lost grant is a failure, unless asynchronous replication lost
             # the answers that would have kept it (decided by the checker, which sees the history)
             self.login()
+
+    def blame(self, fault, history):
+        """The fault of the cycle in which this grant died: the cycle of its first refused
+        request. A killed holder's request that the server answered after its successor's revokes
+        the family in the kill's cycle, while every host of that cycle already has a token; the
+        loss shows in the next cycle, whatever that cycle's fault."""
+        refused = [r for r in history if r["seq"] > getattr(self, "login_seq", 0) and r["status"] != 200]
+        if refused:
+            cycle = self.cycle_of_request.get(min(r["seq"] for r in refused))
+            if cycle in self.cycle_fault:
+                return self.cycle_fault[cycle]
+        return fault
 
     def restart_postgres(self):
         namespace, _, directory = self.nodes[self.primary]
