@@ -174,7 +174,7 @@ extension PostgresStore: StoreRefreshLocking {
         let rowHash = sealing.keys.rowHash(key)
         // A row that does not open is the body's to report, as it reads the row again.
         guard let row = try await loadRow(rowHash, sealing: sealing, on: connection, inTransaction: true),
-            let secret = try? open(row.sealed, key: key, rowHash: rowHash, version: row.version, sealing: sealing),
+            let secret = try? self.open(row.sealed, key: key, rowHash: rowHash, version: row.version, sealing: sealing),
             let entry = try? StoredEntry(storedForm: secret), let presenting = (try? entry.wasInterrupted()) ?? nil
         else { return nil }
         let rows = try await connection.query(
