@@ -140,7 +140,7 @@ extension VaultCommand {
                 options.policy = try AgentPolicy.load(path: policy)
             }
             let server = AgentServer(
-                options: options, identity: AgentProtocol.vaultIdentity(of: configuration),
+                options: options, identity: AgentProtocol.vaultIdentity(of: configuration, environment: ProcessEnvironment.current),
                 opensItself: !plan.usesFile || configuration.keySource != nil, client: try HTTPOptions.client(),
                 log: { message in try? Output.note(message) },
                 opener: { passphrase in
@@ -237,7 +237,7 @@ enum AgentCLI {
         // A wait past the fast deadline (a refresh at the agent, a busy system agent) is said once.
         client.waiting = { reason in try? Output.note("vault: \(reason).") }
         if let kind = configuration.backend.kind, !kind.isBuiltIn { return nil }
-        return (client, AgentProtocol.vaultIdentity(of: configuration))
+        return (client, AgentProtocol.vaultIdentity(of: configuration, environment: ProcessEnvironment.current))
     }
 
     /// The agent's token under `key`, or nil to go direct. A noteworthy reason (another protocol

@@ -65,7 +65,7 @@ extension VaultCommand {
                 }
             }
             var warnings = plan.warnings
-            let agent = AgentReport.current(vault: AgentProtocol.vaultIdentity(of: configuration))
+            let agent = AgentReport.current(vault: AgentProtocol.vaultIdentity(of: configuration, environment: ProcessEnvironment.current))
             if let store = vault?.store as? EncryptedFileStore, let length = store.unfinishedWriteLength {
                 warnings.append(
                     "the vault file ends in \(length) byte(s) of a write that did not finish (a process killed, or power lost, during a save, which therefore never succeeded); they are ignored, and the next write cuts them off. If no save was interrupted, the end of the file was damaged or cut: entries written last may be missing.")

@@ -487,6 +487,12 @@ extension AgentProtocol {
         "\(configuration.backend.rawValue) \(configuration.resolvedFilePath)"
     }
 
+    /// The same, with the default file's location read from `environment` (the `vault` command's
+    /// environment, read once) instead of the process's environment, read anew.
+    package static func vaultIdentity(of configuration: VaultConfiguration, environment: [String: String]) -> String {
+        "\(configuration.backend.rawValue) \(configuration.filePath ?? VaultConfiguration.defaultFilePath(environment: environment))"
+    }
+
     /// The agent's socket: `TOKEN_VAULT_AGENT_SOCKET` when set (a system agent, or the socket
     /// `vault run` hands its command), else `$XDG_RUNTIME_DIR/tokenvault/agent.sock`; nil when
     /// `TOKEN_VAULT_AGENT=off` or there is no runtime directory.
