@@ -158,4 +158,9 @@ public struct VaultConfiguration: Sendable {
     package var resolvedFilePath: String {
         filePath ?? Self.defaultFilePath()
     }
+
+    /// The same, with the default location read from `environment`.
+    package func resolvedFilePath(environment: [String: String]) -> String {
+        filePath ?? Self.defaultFilePath(environment: environment)
+    }
 }

@@ -490,7 +490,7 @@ extension AgentProtocol {
     /// The same, with the default file's location read from `environment` (the `vault` command's
     /// environment, read once) instead of the process's environment, read anew.
     package static func vaultIdentity(of configuration: VaultConfiguration, environment: [String: String]) -> String {
-        "\(configuration.backend.rawValue) \(configuration.filePath ?? VaultConfiguration.defaultFilePath(environment: environment))"
+        "\(configuration.backend.rawValue) \(configuration.resolvedFilePath(environment: environment))"
     }
 
     /// The agent's socket: `TOKEN_VAULT_AGENT_SOCKET` when set (a system agent, or the socket

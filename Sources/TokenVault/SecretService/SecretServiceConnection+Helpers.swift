@@ -12,18 +12,7 @@ extension SecretServiceStore.Connection {
             if let cached = defaultCollectionCache {
                 path = cached
             } else {
-                var read = try defaultCollectionPath(cancellable, action: action)
-                // gnome-keyring answers "/" whenever its own lookup of the aliased collection
-                // fails at that instant, which the probe met once in a few hundred reads and the
-                // conformance suite's concurrent writers once (a save failed with "no default
-                // collection"); a provider that really has none answers "/" every time. So "/"
-                // is asked again twice, 50 ms apart, as the probe does. (This thread is the
-                // Secret Service thread, whose calls are synchronous.)
-                for _ in 0..<2 where read == "/" {
-                    usleep(50_000)
-                    read = try defaultCollectionPath(cancellable, action: action)
-                }
-                path = read
+                path = try defaultCollectionPath(cancellable, action: action)
                 guard path != "/" else { return nil }
                 defaultCollectionCache = path
             }
@@ -180,13 +169,26 @@ extension SecretServiceStore.Connection {
         throw failure
     }
 
+    /// The path the alias `default` names, or "/" when no collection has it.
+    ///
+    /// gnome-keyring answers "/" whenever its own lookup of the aliased collection fails at that
+    /// instant, which the probe met once in a few hundred reads and the conformance suite's
+    /// concurrent writers once (a save failed with "no default collection"); a provider that
+    /// really has none answers "/" every time. So "/" is asked again twice, 50 ms apart, as the
+    /// probe does. (This runs on the Secret Service thread, whose calls are synchronous.)
     func defaultCollectionPath(_ cancellable: UnsafeMutablePointer<GCancellable>, action: String) throws -> String {
-        var error: UnsafeMutablePointer<GError>?
-        guard let path = tv_read_alias(connection, "default", -1, cancellable, &error) else {
-            throw GLibError.take(error, while: action)
+        var path = "/"
+        for attempt in 0..<3 {
+            if attempt > 0 { usleep(50_000) }
+            var error: UnsafeMutablePointer<GError>?
+            guard let read = tv_read_alias(connection, "default", -1, cancellable, &error) else {
+                throw GLibError.take(error, while: action)
+            }
+            path = String(cString: read)
+            g_free(read)
+            if path != "/" { break }
         }
-        defer { g_free(path) }
-        return String(cString: path)
+        return path
     }
 
     static func attributes(_ key: CredentialKey, schema: String?) -> OpaquePointer {
