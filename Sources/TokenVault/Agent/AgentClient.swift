@@ -131,6 +131,13 @@ public struct AgentClient: Sendable {
         // The agent's uid once it answered "no free slot": another user's agent may not vanish
         // from under a client that has no direct path without the failure being final.
         var waitingOnUID: UInt32?
+        // The agent's last "no free slot" message, for the failure when the bound runs out.
+        var lastRefusal = ""
+        func noFreeSlot(_ uid: UInt32, _ boundMilliseconds: Int64, _ message: String) -> Unavailable {
+            Unavailable(
+                "The agent at \(socketPath), which runs as uid \(uid), had no free connection slot for this user (uid \(ownUID)) within \(boundMilliseconds / 1000) s: \(message) This user cannot read that agent's vault, so there is no direct path to try; try again later, or ask the agent's owner to raise --max-connections-per-user or --max-connections.",
+                noteworthy: true, isFinal: true, timedOut: true)
+        }
         while true {
             let connection: Connection
             do {
@@ -164,6 +171,11 @@ public struct AgentClient: Sendable {
                     request, deadline: min(deadline, left), patience: bound == nil ? nil : left, whileStopped: fromAnotherUser, waiting: sayBusy)
             } catch {
                 guard fromAnotherUser else { throw error }
+                if let uid = waitingOnUID, error.timedOut, SystemCall.monotonicMilliseconds - start >= boundMilliseconds {
+                    // The last try, made as the bound ran out, got no answer in what was left of it:
+                    // the wait for a slot is what ran out.
+                    throw noFreeSlot(uid, boundMilliseconds, lastRefusal)
+                }
                 let state = error.timedOut ? connection.peerState.map { " (\($0))" } ?? "" : ""
                 throw Unavailable(
                     "The agent at \(socketPath), which runs as uid \(connection.peerUID.map(String.init) ?? "unknown"), gave no usable answer: \(error.reason)\(state). This user cannot read that agent's vault, so there is no direct path to try; try again, or ask the agent's owner to look at it.",
@@ -174,11 +186,10 @@ public struct AgentClient: Sendable {
                 throw Unavailable("the agent has no free connection slot for this client (\(message))", noteworthy: true)
             }
             waitingOnUID = uid
+            lastRefusal = message
             let now = SystemCall.monotonicMilliseconds - start
             guard now < boundMilliseconds else {
-                throw Unavailable(
-                    "The agent at \(socketPath), which runs as uid \(uid), had no free connection slot for this user (uid \(ownUID)) within \(boundMilliseconds / 1000) s: \(message) This user cannot read that agent's vault, so there is no direct path to try; try again later, or ask the agent's owner to raise --max-connections-per-user or --max-connections.",
-                    noteworthy: true, isFinal: true, timedOut: true)
+                throw noFreeSlot(uid, boundMilliseconds, message)
             }
             notice?.say(
                 "the agent has no free connection slot for this user (\(message.hasSuffix(".") ? String(message.dropLast()) : message)); trying again for up to \(boundMilliseconds / 1000) s")
