@@ -80,40 +80,14 @@ extension VaultCommand {
             }
         }
 
+        /// Set by ``VaultCommand/start()`` once it has asked the agent for this line on the main
+        /// thread (``answerFromAgent()``), before the concurrency runtime starts: ``run()`` then
+        /// goes direct without asking again (the agent did not answer, and a note said why).
+        nonisolated(unsafe) static var agentAsked = false
+
         func run() async throws {
             let key = try entry.key()
-            // The agent first (it hands out no refresh token, so --json, which prints one, and a
-            // rejected token's refresh go direct); when it does not answer, exactly as without it.
-            // With --url, the agent's `proof` answer: the token and, for a DPoP-bound entry, a
-            // proof it signed for this one request (the key stays in the agent).
-            if !json, rejectedTokenFile == nil, let url = url.flatMap(URL.init(string:)) {
-                let answer: AgentAuthorization?
-                do {
-                    answer = try AgentCLI.authorization(for: key, method: requestMethod, url: url, fresh: fresh, global: global)
-                } catch let error as VaultError where error.code == .invalidInput {
-                    throw Self.notAToken(error, key: key)
-                }
-                if let answer {
-                    try checkExpiry(answer.token.oauthToken, refreshed: answer.token.fresh, key: key)
-                    guard let proof = answer.dpopProof else {
-                        try emit(answer.token.oauthToken, refreshed: answer.token.fresh, key: key)
-                        return
-                    }
-                    try Output.line("Authorization: DPoP \(answer.token.accessToken)\nDPoP: \(proof)")
-                    return
-                }
-            } else if !json, rejectedTokenFile == nil, url == nil {
-                let answer: (token: AgentToken, socket: String)?
-                do {
-                    answer = try AgentCLI.token(for: key, fresh: fresh, global: global)
-                } catch let error as VaultError where error.code == .invalidInput {
-                    throw Self.notAToken(error, key: key)
-                }
-                if let answer {
-                    try emit(answer.token.oauthToken, refreshed: answer.token.fresh, key: key)
-                    return
-                }
-            }
+            if !Self.agentAsked, try answerFromAgent() { return }
             let vault: Vault
             switch try await global.openExistingVault() {
             case .opened(let opened, _): vault = opened
@@ -148,6 +122,47 @@ extension VaultCommand {
             // --json names the entry's DPoP key by its public thumbprint and algorithm, never the key.
             let dpop = json ? try await vault.dpopKeyInfo(for: key) : nil
             try emit(token, refreshed: refreshed, key: key, dpop: dpop)
+        }
+
+        /// Asks the agent, when one serves this vault, and prints its answer: true when it did,
+        /// false to go direct, exactly as without an agent. Synchronous: a plain `get` through the
+        /// agent needs no thread but the main one (``VaultCommand/start()`` calls it before it
+        /// starts the concurrency runtime).
+        func answerFromAgent() throws -> Bool {
+            let key = try entry.key()
+            // The agent first (it hands out no refresh token, so --json, which prints one, and a
+            // rejected token's refresh go direct); when it does not answer, exactly as without it.
+            // With --url, the agent's `proof` answer: the token and, for a DPoP-bound entry, a
+            // proof it signed for this one request (the key stays in the agent).
+            if !json, rejectedTokenFile == nil, let url = url.flatMap(URL.init(string:)) {
+                let answer: AgentAuthorization?
+                do {
+                    answer = try AgentCLI.authorization(for: key, method: requestMethod, url: url, fresh: fresh, global: global)
+                } catch let error as VaultError where error.code == .invalidInput {
+                    throw Self.notAToken(error, key: key)
+                }
+                if let answer {
+                    try checkExpiry(answer.token.oauthToken, refreshed: answer.token.fresh, key: key)
+                    guard let proof = answer.dpopProof else {
+                        try emit(answer.token.oauthToken, refreshed: answer.token.fresh, key: key)
+                        return true
+                    }
+                    try Output.line("Authorization: DPoP \(answer.token.accessToken)\nDPoP: \(proof)")
+                    return true
+                }
+            } else if !json, rejectedTokenFile == nil, url == nil {
+                let answer: (token: AgentToken, socket: String)?
+                do {
+                    answer = try AgentCLI.token(for: key, fresh: fresh, global: global)
+                } catch let error as VaultError where error.code == .invalidInput {
+                    throw Self.notAToken(error, key: key)
+                }
+                if let answer {
+                    try emit(answer.token.oauthToken, refreshed: answer.token.fresh, key: key)
+                    return true
+                }
+            }
+            return false
         }
 
         /// `--method`, in capitals (GET by default): the proof's `htm`.
