@@ -9,7 +9,8 @@ import Foundation
 /// ``AgentProtocol/maximumBodyLength`` is refused before any body is read, and bad bytes only
 /// throw ``AgentProtocol/DecodingError``. A message that decodes survives being encoded again,
 /// and its description does not depend on its access token (nor, for a `store` request, on the
-/// entry it carries, whose secrets go only to the agent).
+/// entry it carries, whose secrets go only to the agent). A payload the client reads by hand
+/// (``AgentToken/init(flatJSON:)``) reads as JSONDecoder reads it.
 public enum AgentProtocolProperty: Sendable {
     public enum Outcome: Sendable, Equatable {
         /// The header was refused (too short a body, or too long).
@@ -33,6 +34,12 @@ public enum AgentProtocolProperty: Sendable {
         let body = bytes.dropFirst(AgentProtocol.headerLength)
         guard body.count >= length else { return .incomplete }
         let frame = body.prefix(length)
+        // A token response's payload that the client reads by hand reads as JSONDecoder reads it.
+        if frame.count >= 2, let byHand = AgentToken(flatJSON: frame.dropFirst(2)) {
+            guard byHand == (try? JSONDecoder().decode(AgentToken.self, from: Data(frame.dropFirst(2)))) else {
+                throw PropertyViolation("a token response read by hand differs from JSONDecoder's reading")
+            }
+        }
         var request = false
         var response = false
         if let decoded = try? AgentRequest(body: frame) {

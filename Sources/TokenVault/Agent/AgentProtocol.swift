@@ -494,7 +494,13 @@ public struct AgentStatus: Sendable, Equatable, Codable {
         let (kind, payload) = try AgentProtocol.split(body: body)
         switch kind {
         case .tokenResponse:
-            let token = try AgentProtocol.json(AgentToken.self, payload)
+            // Read by hand when it is the flat object the agent writes; JSONDecoder otherwise.
+            let token: AgentToken
+            if let read = AgentToken(flatJSON: payload) {
+                token = read
+            } else {
+                token = try AgentProtocol.json(AgentToken.self, payload)
+            }
             guard token.expiresAt?.isFinite ?? true else { throw AgentProtocol.DecodingError("the expiry is not a finite time") }
             self = .token(token)
         case .statusResponse:
