@@ -232,8 +232,13 @@ enum AgentCLI {
     /// The agent to ask for `global`'s vault, or nil: TOKEN_VAULT_AGENT=off, no socket path, or a
     /// backend the agent does not serve.
     static func client(for global: GlobalOptions) -> (client: AgentClient, vault: String)? {
+        client(for: try? global.configuration())  // nil: direct reports it
+    }
+
+    /// The same for a configuration (nil: one that could not be made, which direct reports).
+    static func client(for configuration: VaultConfiguration?) -> (client: AgentClient, vault: String)? {
         guard var client = AgentClient.fromEnvironment(ProcessEnvironment.current) else { return nil }
-        guard let configuration = try? global.configuration() else { return nil }  // direct reports it
+        guard let configuration else { return nil }
         // A wait past the fast deadline (a refresh at the agent, a busy system agent) is said once.
         client.waiting = { reason in try? Output.note("vault: \(reason).") }
         if let kind = configuration.backend.kind, !kind.isBuiltIn { return nil }
@@ -243,7 +248,14 @@ enum AgentCLI {
     /// The agent's token under `key`, or nil to go direct. A noteworthy reason (another protocol
     /// version, a refusal) is said on stderr; "no agent runs" is not.
     static func token(for key: CredentialKey, fresh: Bool, global: GlobalOptions) throws -> (token: AgentToken, socket: String)? {
-        guard let (client, vault) = client(for: global) else { return nil }
+        try token(for: key, fresh: fresh, configuration: try? global.configuration())
+    }
+
+    /// The same for a configuration (nil: one that could not be made, which direct reports).
+    static func token(
+        for key: CredentialKey, fresh: Bool, configuration: VaultConfiguration?
+    ) throws -> (token: AgentToken, socket: String)? {
+        guard let (client, vault) = client(for: configuration) else { return nil }
         do {
             return (try client.token(for: key, fresh: fresh, leeway: VaultCommand.Get.leeway, vault: vault), client.socketPath)
         } catch let unavailable as AgentClient.Unavailable {

@@ -80,9 +80,10 @@ extension VaultCommand {
             }
         }
 
-        /// Set by ``VaultCommand/start()`` once it has asked the agent for this line on the main
-        /// thread (``answerFromAgent()``), before the concurrency runtime starts: ``run()`` then
-        /// goes direct without asking again (the agent did not answer, and a note said why).
+        /// Set by ``VaultCommand/start()`` once a line ``FastPath`` read has asked the agent on the
+        /// main thread (``FastPath/GetLine/answerFromAgent()``), before the concurrency runtime
+        /// starts: ``run()`` then goes direct without asking again (the agent did not answer, and
+        /// a note said why).
         nonisolated(unsafe) static var agentAsked = false
 
         func run() async throws {
@@ -151,18 +152,28 @@ extension VaultCommand {
                     return true
                 }
             } else if !json, rejectedTokenFile == nil, url == nil {
-                let answer: (token: AgentToken, socket: String)?
-                do {
-                    answer = try AgentCLI.token(for: key, fresh: fresh, global: global)
-                } catch let error as VaultError where error.code == .invalidInput {
-                    throw Self.notAToken(error, key: key)
-                }
-                if let answer {
-                    try emit(answer.token.oauthToken, refreshed: answer.token.fresh, key: key)
-                    return true
-                }
+                return try Self.answerFromAgent(
+                    key: key, configuration: try? global.configuration(), fresh: fresh, header: header, allowExpired: allowExpired)
             }
             return false
+        }
+
+        /// The plain case of ``answerFromAgent()`` (no --json, --url or --rejected-token-file),
+        /// from plain values: ``FastPath`` asks with it before it makes any ArgumentParser value.
+        static func answerFromAgent(
+            key: CredentialKey, configuration: VaultConfiguration?, fresh: Bool, header: Bool, allowExpired: Bool
+        ) throws -> Bool {
+            let answer: (token: AgentToken, socket: String)?
+            do {
+                answer = try AgentCLI.token(for: key, fresh: fresh, configuration: configuration)
+            } catch let error as VaultError where error.code == .invalidInput {
+                throw notAToken(error, key: key)
+            }
+            guard let answer else { return false }
+            let token = answer.token.oauthToken
+            try checkExpiry(token, refreshed: answer.token.fresh, key: key, allowExpired: allowExpired)
+            try Output.line(header ? try authorizationHeader(for: token, key: key) : token.accessToken)
+            return true
         }
 
         /// `--method`, in capitals (GET by default): the proof's `htm`.
@@ -170,6 +181,10 @@ extension VaultCommand {
 
         /// Throws `expired` for a token past (or within the leeway of) its expiry, unless allowed.
         private func checkExpiry(_ token: OAuthToken, refreshed: Bool, key: CredentialKey) throws {
+            try Self.checkExpiry(token, refreshed: refreshed, key: key, allowExpired: allowExpired)
+        }
+
+        private static func checkExpiry(_ token: OAuthToken, refreshed: Bool, key: CredentialKey, allowExpired: Bool) throws {
             let now = Date()
             // A token --fresh just got from the server is as fresh as the server makes them.
             let expired = token.isExpired(at: now, leeway: refreshed ? 0 : Self.leeway)

@@ -66,47 +66,14 @@ struct GlobalOptions: ParsableArguments {
     func configuration(
         environment: [String: String] = ProcessEnvironment.current
     ) throws -> VaultConfiguration {
-        if keyFile != nil && passphraseFile != nil {
-            throw ValidationError("Give --key-file or --passphrase-file, not both.")
-        }
-        var environment = environment
-        if keyFile != nil || passphraseFile != nil {
-            // An option replaces whichever kind of key the environment names, a systemd
-            // credential included: an explicit setting wins, even over a credentials directory
-            // that holds both a key and a passphrase (which alone is refused as ambiguous).
-            environment["TOKEN_VAULT_KEY_FILE"] = nil
-            environment["TOKEN_VAULT_PASSPHRASE_FILE"] = nil
-            environment["CREDENTIALS_DIRECTORY"] = nil
-        }
-        if backend == nil, let value = environment["TOKEN_VAULT_BACKEND"], !value.isEmpty, value != "memory",
-            BackendArgument(rawValue: value) == nil
-        {
-            throw VaultError(
-                .invalidInput,
-                "TOKEN_VAULT_BACKEND must be one of \(BackendArgument.allCases.map(\.rawValue).joined(separator: ", ")), not '\(value)'.")
-        }
-        if backend != nil { environment["TOKEN_VAULT_BACKEND"] = nil }
-        var configuration = try VaultConfiguration.fromEnvironment(environment)
-        // One command, an operation or two: watching the keyring's item signals would cost two
-        // calls to the bus that it never recoups.
-        configuration.secretService.watchesChanges = false
-        if let backend { configuration.backend = backend.backend }
-        // Whatever its source: `vault` runs once and exits, so a memory vault would lose every
-        // token it was given, and `vault migrate` would scrub the plist into it.
-        if configuration.backend == .memory {
-            throw VaultError(
-                .invalidInput,
-                "TOKEN_VAULT_BACKEND=memory is for tests of the library; the vault command keeps nothing in memory after it exits. Use auto, secret-service, file or postgres."
-            )
-        }
-        if let file {
-            guard !file.isEmpty else { throw ValidationError("--file must not be empty.") }
-            configuration.filePath = file
-        }
-        if let keyFile { configuration.keySource = .keyFile(keyFile) }
-        if let passphraseFile { configuration.keySource = .passphraseFile(passphraseFile) }
-        if allowInsecurePermissions { configuration.allowInsecurePermissions = true }
-        return configuration
+        try values.configuration(environment: environment)
+    }
+
+    /// The options' values, as plain values.
+    var values: GlobalValues {
+        GlobalValues(
+            backend: backend, file: file, keyFile: keyFile, passphraseFile: passphraseFile,
+            allowInsecurePermissions: allowInsecurePermissions)
     }
 
     /// Opens the vault, creating a file vault (and its directory) if it does not exist yet: for
@@ -196,6 +163,64 @@ struct EntryArguments: ParsableArguments {
         } catch let error as VaultError {
             throw ValidationError(error.message)
         }
+    }
+}
+
+/// The global options' values without ArgumentParser's property wrappers, which ``FastPath``
+/// reads a `get` line into (making a ``GlobalOptions`` costs a cold `vault get` the wrappers'
+/// generic set-up), and what the configuration is made from.
+struct GlobalValues: Sendable {
+    var backend: BackendArgument?
+    var file: String?
+    var keyFile: String?
+    var passphraseFile: String?
+    var allowInsecurePermissions = false
+
+    /// The configuration from the environment, with these options taking precedence.
+    func configuration(
+        environment: [String: String] = ProcessEnvironment.current
+    ) throws -> VaultConfiguration {
+        if keyFile != nil && passphraseFile != nil {
+            throw ValidationError("Give --key-file or --passphrase-file, not both.")
+        }
+        var environment = environment
+        if keyFile != nil || passphraseFile != nil {
+            // An option replaces whichever kind of key the environment names, a systemd
+            // credential included: an explicit setting wins, even over a credentials directory
+            // that holds both a key and a passphrase (which alone is refused as ambiguous).
+            environment["TOKEN_VAULT_KEY_FILE"] = nil
+            environment["TOKEN_VAULT_PASSPHRASE_FILE"] = nil
+            environment["CREDENTIALS_DIRECTORY"] = nil
+        }
+        if backend == nil, let value = environment["TOKEN_VAULT_BACKEND"], !value.isEmpty, value != "memory",
+            BackendArgument(rawValue: value) == nil
+        {
+            throw VaultError(
+                .invalidInput,
+                "TOKEN_VAULT_BACKEND must be one of \(BackendArgument.allCases.map(\.rawValue).joined(separator: ", ")), not '\(value)'.")
+        }
+        if backend != nil { environment["TOKEN_VAULT_BACKEND"] = nil }
+        var configuration = try VaultConfiguration.fromEnvironment(environment)
+        // One command, an operation or two: watching the keyring's item signals would cost two
+        // calls to the bus that it never recoups.
+        configuration.secretService.watchesChanges = false
+        if let backend { configuration.backend = backend.backend }
+        // Whatever its source: `vault` runs once and exits, so a memory vault would lose every
+        // token it was given, and `vault migrate` would scrub the plist into it.
+        if configuration.backend == .memory {
+            throw VaultError(
+                .invalidInput,
+                "TOKEN_VAULT_BACKEND=memory is for tests of the library; the vault command keeps nothing in memory after it exits. Use auto, secret-service, file or postgres."
+            )
+        }
+        if let file {
+            guard !file.isEmpty else { throw ValidationError("--file must not be empty.") }
+            configuration.filePath = file
+        }
+        if let keyFile { configuration.keySource = .keyFile(keyFile) }
+        if let passphraseFile { configuration.keySource = .passphraseFile(passphraseFile) }
+        if allowInsecurePermissions { configuration.allowInsecurePermissions = true }
+        return configuration
     }
 }
 #endif

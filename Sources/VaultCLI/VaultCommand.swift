@@ -45,7 +45,6 @@ struct VaultCommand: AsyncParsableCommand {
         StandardStreams.occupyClosedDescriptors()
         RawArguments.refuseNonUTF8()
         let command: any ParsableCommand
-        var fastGet: Get?
         do {
             // Before anything reads a secret: no core dump of this process may hold one.
             try ProcessHardening.disableCoreDumps()
@@ -53,21 +52,19 @@ struct VaultCommand: AsyncParsableCommand {
             case .version?:
                 try Output.line(TokenVaultVersion.current)
                 Self.exit()
-            case .get(let get)?:
-                command = get
-                fastGet = get
+            case .get(let line)?:
+                // A plain `get` asks the agent here, on this thread, before any ArgumentParser
+                // value is made, and ends when it answered: the common cold read through the
+                // agent starts no thread at all. (The agent serves no backend `vault` hands over.)
+                if try line.answerFromAgent() { Self.exit() }
+                Get.agentAsked = true
+                command = line.command
             case nil:
                 command = try parseAsRoot()
             }
             // `vault` has no PostgreSQL backend, DPoP signer or ID-token verifier: a command that
             // needs one runs in `vault-full` instead, before anything is read or written.
             try BackendHandoff.handOverIfNeeded(command)
-            // A plain `get` asks the agent here, on this thread, and ends when it answered: the
-            // common cold read through the agent then starts no thread at all.
-            if let fastGet {
-                if try fastGet.answerFromAgent() { Self.exit() }
-                Get.agentAsked = true
-            }
         } catch {
             fail(error)
         }

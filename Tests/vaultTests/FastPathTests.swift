@@ -1,6 +1,7 @@
 #if CLI  // the vault command exists with the package trait CLI
 import ArgumentParser
 import Testing
+import TokenVault
 
 @testable import VaultCLI
 
@@ -98,11 +99,20 @@ import Testing
     @Test func everyLineItReadsArgumentParserReadsToTheSameValues() throws {
         var read = 0
         for line in Self.generatedLines() + Self.oddLines {
-            guard case .get(let fast)? = FastPath.parse(line) else { continue }
+            guard case .get(let fastLine)? = FastPath.parse(line) else { continue }
             read += 1
+            let fast = fastLine.command
             let parsed = try VaultCommand.parseAsRoot(line)
             let get = try #require(parsed as? VaultCommand.Get, "\(line)")
             #expect(Self.fields(fast) == Self.fields(get), "\(line)")
+            // FastPath validates with plain values; ArgumentParser's validation of the command it
+            // makes must agree (a line it would refuse is never answered by the agent first).
+            #expect(throws: Never.self, "\(line)") {
+                try fast.global.validate()
+                try fast.entry.validate()
+                try fast.validate()
+            }
+            #expect(fastLine.key == (try fast.entry.key()), "\(line)")
         }
         // All generated lines are in the subset: none may be left to ArgumentParser by mistake.
         #expect(read == Self.generatedLines().count + Self.oddLines.count)
@@ -120,7 +130,7 @@ import Testing
             Issue.record("\(line) was left to ArgumentParser")
             return
         }
-        #expect(get.entry.service == "github")
+        #expect(get.command.entry.service == "github" && get.key.service == "github")
     }
 
     @Test func versionAloneIsRead() {
