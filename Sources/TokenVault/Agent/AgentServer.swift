@@ -235,17 +235,21 @@ package final class AgentServer: Sendable {
                 continue
             }
             guard let fd else { continue }
-            admit(fd)
+            if admit(fd, listener: listener) { return }  // a new thread accepts now
         }
         SystemCall.closeAfterUse(listener)
     }
 
-    private func admit(_ fd: Int32) {
+    /// Serves the connection `fd` or refuses it. A connection it serves is served on this
+    /// thread, after a new thread has taken over the accept loop on `listener` (true): the
+    /// connection's first answer then waits for no thread to start, only the next connection
+    /// does (a cold `vault get` makes one connection). One thread accepts at any time.
+    private func admit(_ fd: Int32, listener: Int32) -> Bool {
         let peer: SystemCall.PeerCredentials
         do { peer = try SystemCall.peerCredentials(fd) } catch {
             log("vault agent: refused a connection whose peer cannot be identified: \(error.message)")
             SystemCall.closeAfterUse(fd)
-            return
+            return false
         }
         // nil: the agent's own user, served in full; else the peer's groups, by which the
         // policy in force grants it entries (judged again at each request: a reload counts).
@@ -259,7 +263,7 @@ package final class AgentServer: Sendable {
             }
             guard let found, !found.isEmpty else {
                 refuseConnection(fd, peer: peer, policy: policy)
-                return
+                return false
             }
         }
         let admission = state.withLock { $0.slots.admit(uid: peer.uid) }
@@ -282,15 +286,16 @@ package final class AgentServer: Sendable {
             let refusal = AgentResponse.failure(code: AgentResponse.noFreeConnection, message: message)
             try? FrameIO.write(fd, refusal.encoded(), deadlineMilliseconds: 100)
             SystemCall.closeAfterUse(fd)
-            return
+            return false
         }
-        let thread = Thread { [self, groups] in
-            serveConnection(fd, peer: peer, groups: groups)
-            SystemCall.closeAfterUse(fd)
-            state.withLock { $0.slots.release(uid: peer.uid) }
-        }
-        thread.stackSize = 256 * 1024
-        thread.start()
+        let acceptor = Thread { [self] in acceptLoop(listener) }
+        acceptor.name = "agent-accept"
+        acceptor.stackSize = 256 * 1024
+        acceptor.start()
+        serveConnection(fd, peer: peer, groups: groups)
+        SystemCall.closeAfterUse(fd)
+        state.withLock { $0.slots.release(uid: peer.uid) }
+        return true
     }
 
     /// Answers a peer the policy in force does not name (or any other uid, without a policy) with
