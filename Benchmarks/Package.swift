@@ -9,7 +9,9 @@ import PackageDescription
 let package = Package(
     name: "TokenVaultBenchmarks",
     products: [
-        .executable(name: "tokenvault-bench", targets: ["tokenvault-bench"])
+        .executable(name: "tokenvault-bench", targets: ["tokenvault-bench"]),
+        // The agent section's memory floor: a Swift program linked as `vault` is, that waits.
+        .executable(name: "swift-rss-floor", targets: ["swift-rss-floor"]),
     ],
     dependencies: [
         // The CLI trait builds the `vault` command, which the benchmark times beside the peers;
@@ -39,6 +41,7 @@ let package = Package(
                 .enableUpcomingFeature("MemberImportVisibility"),
                 .enableUpcomingFeature("InternalImportsByDefault"),
             ]
-        )
+        ),
+        .executableTarget(name: "swift-rss-floor"),
     ]
 )

@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import re
+import select
 import shutil
 import statistics
 import subprocess
@@ -307,6 +308,21 @@ class AgentBench:
         if self.baseline:
             self.results["memory_before"] = self.memory_run(options, vault_file, n, self.baseline, "memory-before")
         self.results["memory"] = self.memory_run(options, vault_file, n, self.vault, "memory")
+        if self.args.floor_bin:
+            self.results["memory_floor_kib"] = self.floor_rss()
+
+    def floor_rss(self):
+        """The RSS of swift-rss-floor once it has said it is ready: the runtime and Foundation a
+        Swift program linked as `vault` holds before it keeps anything."""
+        process = subprocess.Popen([self.args.floor_bin], stdout=subprocess.PIPE, text=True)
+        try:
+            ready, _, _ = select.select([process.stdout], [], [], 30)
+            if not ready or not process.stdout.readline().startswith("ready"):
+                raise RuntimeError("swift-rss-floor did not start")
+            return rss_kib(process.pid)
+        finally:
+            process.kill()
+            process.wait()
 
     def memory_run(self, options, vault_file, n, vault, name):
         agent = self.start_agent(name, options, vault=vault)
@@ -396,10 +412,13 @@ def render(results):
     before_memory = "" if not mb else "; before: %s, RSS %.1f MiB (%.1f MiB mapped files, %.1f MiB anonymous)" % (
         fmt_ratio(mb["rss_kib"] * 1024 / mb["file_bytes"]), mb["rss_kib"] / 1024, mb.get("file_rss_kib", 0) / 1024,
         mb.get("anon_kib", 0) / 1024)
+    floor = results.get("memory_floor_kib")
+    floor_text = "" if not floor else "; floor: a Swift program linked as `vault` is that only waits (swift-rss-floor) holds %.1f MiB, %s the file" % (
+        floor / 1024, fmt_ratio(floor * 1024 / m["file_bytes"]))
     goal("memory: agent RSS at 10,000 entries ≤ 2× the vault file", fmt_ratio(ratio), ratio <= 2,
-         "RSS %.1f MiB (peak %.1f MiB; %.1f MiB of it the mapped binary and libraries, %.1f MiB anonymous), file %.1f MiB%s" % (
+         "RSS %.1f MiB (peak %.1f MiB; %.1f MiB of it the mapped binary and libraries, %.1f MiB anonymous), file %.1f MiB%s%s" % (
              m["rss_kib"] / 1024, m["hwm_kib"] / 1024, m.get("file_rss_kib", 0) / 1024, m.get("anon_kib", 0) / 1024,
-             m["file_bytes"] / 2**20, before_memory))
+             m["file_bytes"] / 2**20, floor_text, before_memory))
 
     rows = []
     for ident in ("secret-tool", "direct-file", "agent-file", "direct-ss", "agent-ss", "direct-pass", "agent-pass",
@@ -431,6 +450,7 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--vault-bin", required=True)
     parser.add_argument("--bench-bin", required=True)
+    parser.add_argument("--floor-bin", help="swift-rss-floor: a Swift program linked as vault is, that only waits")
     parser.add_argument("--oauth-python", required=True)
     parser.add_argument("--scratch", required=True)
     parser.add_argument("--append", help="append the section to this report")
