@@ -126,9 +126,9 @@ extension VaultCommand {
         }
 
         /// Asks the agent, when one serves this vault, and prints its answer: true when it did,
-        /// false to go direct, exactly as without an agent. Synchronous: a plain `get` through the
-        /// agent needs no thread but the main one (``VaultCommand/start()`` calls it before it
-        /// starts the concurrency runtime).
+        /// false to go direct, exactly as without an agent. ``run()`` calls it for a line that
+        /// ArgumentParser read; a line ``FastPath`` read has already asked, on the main thread,
+        /// through the static form below.
         func answerFromAgent() throws -> Bool {
             let key = try entry.key()
             // The agent first (it hands out no refresh token, so --json, which prints one, and a
