@@ -49,11 +49,13 @@ enum Output {
         }
     }
 
-    /// An RFC 3339 timestamp in UTC.
+    /// An RFC 3339 timestamp in UTC, to the nearest second: the vault stores an expiry rounded so
+    /// (OAuthToken's stored form), and the formatter alone would cut the fraction off, so that
+    /// `vault set` said "expires …:46Z" of a token that `vault get` then called expired at :47.
     static func timestamp(_ date: Date) -> String {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime]
-        return formatter.string(from: date)
+        return formatter.string(from: Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded()))
     }
 
     /// Text columns padded to the widest cell.
