@@ -54,11 +54,7 @@ enum FastPath {
         /// The command ArgumentParser would have made of the line.
         var command: VaultCommand.Get {
             var options = GlobalOptions()
-            options.backend = global.backend
-            options.file = global.file
-            options.keyFile = global.keyFile
-            options.passphraseFile = global.passphraseFile
-            options.allowInsecurePermissions = global.allowInsecurePermissions
+            options.values = global
 
             var entry = EntryArguments()
             entry.service = service
@@ -97,11 +93,10 @@ enum FastPath {
     /// hashed collections' generic types through the runtime's lookups (about 2 % of a cold
     /// `vault get` through the agent, measured with `perf`).
     private struct Seen {
+        /// `--backend` as given; it becomes ``GlobalValues/backend`` once it names one.
         var backend: String?
-        var file: String?
-        var keyFile: String?
-        var passphraseFile: String?
-        var allowInsecurePermissions = false
+        /// The other global options, as the command takes them.
+        var global = GlobalValues()
         var json = false
         var allowExpired = false
         var fresh = false
@@ -111,9 +106,9 @@ enum FastPath {
         mutating func set(_ name: Substring, to value: String) -> Bool? {
             switch name {
             case "backend": return Self.once(&backend, value)
-            case "file": return Self.once(&file, value)
-            case "key-file": return Self.once(&keyFile, value)
-            case "passphrase-file": return Self.once(&passphraseFile, value)
+            case "file": return Self.once(&global.file, value)
+            case "key-file": return Self.once(&global.keyFile, value)
+            case "passphrase-file": return Self.once(&global.passphraseFile, value)
             default: return nil
             }
         }
@@ -122,7 +117,7 @@ enum FastPath {
         /// was given before.
         mutating func flag(_ name: Substring, afterGet: Bool) -> Bool? {
             switch name {
-            case "allow-insecure-permissions": return Self.once(&allowInsecurePermissions)
+            case "allow-insecure-permissions": return Self.once(&global.allowInsecurePermissions)
             case "json" where afterGet: return Self.once(&json)
             case "allow-expired" where afterGet: return Self.once(&allowExpired)
             case "fresh" where afterGet: return Self.once(&fresh)
@@ -192,15 +187,11 @@ enum FastPath {
         }
         guard sawGet, (1...2).contains(positionals.count) else { return nil }
 
-        var global = GlobalValues()
+        var global = seen.global
         if let backend = seen.backend {
             guard let argument = BackendArgument(argument: backend) else { return nil }
             global.backend = argument
         }
-        global.file = seen.file
-        global.keyFile = seen.keyFile
-        global.passphraseFile = seen.passphraseFile
-        global.allowInsecurePermissions = seen.allowInsecurePermissions
         // What ArgumentParser's validation of the command and its option groups refuses (a line
         // that fails goes to it, so that the error is reported in its words, exit 64): both kinds
         // of key (GlobalOptions), an entry no key can name (EntryArguments), --header with --json

@@ -69,11 +69,20 @@ struct GlobalOptions: ParsableArguments {
         try values.configuration(environment: environment)
     }
 
-    /// The options' values, as plain values.
+    /// The options as plain values (``FastPath`` makes the options from them).
     var values: GlobalValues {
-        GlobalValues(
-            backend: backend, file: file, keyFile: keyFile, passphraseFile: passphraseFile,
-            allowInsecurePermissions: allowInsecurePermissions)
+        get {
+            GlobalValues(
+                backend: backend, file: file, keyFile: keyFile, passphraseFile: passphraseFile,
+                allowInsecurePermissions: allowInsecurePermissions)
+        }
+        set {
+            backend = newValue.backend
+            file = newValue.file
+            keyFile = newValue.keyFile
+            passphraseFile = newValue.passphraseFile
+            allowInsecurePermissions = newValue.allowInsecurePermissions
+        }
     }
 
     /// Opens the vault, creating a file vault (and its directory) if it does not exist yet: for

@@ -39,16 +39,9 @@ extension AgentToken {
     }
 }
 
-/// A reader of one flat JSON object (RFC 8259), strict: no nesting, and nil at the first byte
-/// it does not expect.
+/// A reader of one flat JSON object (RFC 8259) into ``JSONValue``s, strict: no nesting (so no
+/// array or object value), and nil at the first byte it does not expect.
 private struct FlatJSONReader {
-    enum Value {
-        case string(String)
-        case number(Double)
-        case bool(Bool)
-        case null
-    }
-
     private let bytes: [UInt8]
     private var index = 0
 
@@ -57,10 +50,10 @@ private struct FlatJSONReader {
     }
 
     /// The object's members in order, when the input is one object and nothing else.
-    mutating func object() -> [(String, Value)]? {
+    mutating func object() -> [(String, JSONValue)]? {
         skipSpace()
         guard take(UInt8(ascii: "{")) else { return nil }
-        var members: [(String, Value)] = []
+        var members: [(String, JSONValue)] = []
         skipSpace()
         if !take(UInt8(ascii: "}")) {
             repeat {
@@ -79,14 +72,14 @@ private struct FlatJSONReader {
         return index == bytes.count ? members : nil
     }
 
-    private mutating func value() -> Value? {
+    private mutating func value() -> JSONValue? {
         guard index < bytes.count else { return nil }
         switch bytes[index] {
-        case UInt8(ascii: "\""): return string().map(Value.string)
+        case UInt8(ascii: "\""): return string().map(JSONValue.string)
         case UInt8(ascii: "t"): return literal("true") ? .bool(true) : nil
         case UInt8(ascii: "f"): return literal("false") ? .bool(false) : nil
         case UInt8(ascii: "n"): return literal("null") ? .null : nil
-        default: return number().map(Value.number)
+        default: return number().map(JSONValue.number)
         }
     }
 
