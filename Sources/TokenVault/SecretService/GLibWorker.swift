@@ -162,25 +162,28 @@ final class GLibWorker: @unchecked Sendable {  // a GMainContext and its thread;
         try LibSecret.require()
         let cancellable = OperationCancellable()
         let completion = Completion<Value>()
+        // One timer for every call of the process (DeadlineWatch): a call that ends in time, nearly
+        // every one, neither arms nor cancels a timer, which woke dispatch's timer thread each time.
+        let deadline = DeadlineWatch.shared.register(after: timeout) {
+            guard !completion.isFinished else { return }
+            // Answer first: cancelling wakes the C call, whose own "cancelled" error
+            // must not win the race against the timeout it is caused by.
+            completion.finish(.failure(onTimeout()))
+            cancellable.cancel()
+        }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 completion.attach(continuation)
                 submit {
                     // A call whose deadline passed while it waited in the queue is not started.
                     guard !completion.isFinished else { return }
-                    completion.finish(Result { try body(cancellable) })
-                }
-                let nanoseconds = max(0, timeout.components.seconds) * 1_000_000_000
-                    + max(0, timeout.components.attoseconds) / 1_000_000_000
-                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) {
-                    guard !completion.isFinished else { return }
-                    // Answer first: cancelling wakes the C call, whose own "cancelled" error
-                    // must not win the race against the timeout it is caused by.
-                    completion.finish(.failure(onTimeout()))
-                    cancellable.cancel()
+                    let result = Result { try body(cancellable) }
+                    DeadlineWatch.shared.remove(deadline)
+                    completion.finish(result)
                 }
             }
         } onCancel: {
+            DeadlineWatch.shared.remove(deadline)
             completion.finish(.failure(VaultError(.cancelled, "The Secret Service call was cancelled.")))
             cancellable.cancel()
         }

@@ -1,8 +1,8 @@
-#if Postgres  // built with the package trait Postgres (postgres-nio); see Package.swift
 import Dispatch
 import Synchronization
 
-/// One timer for the bounded calls of a process (``PostgresStore/withDeadline(_:what:vault:watch:_:)``).
+/// One timer for the bounded calls of a process: PostgreSQL's (`PostgresStore.withDeadline`) and
+/// the Secret Service's (``GLibWorker/run(timeout:onTimeout:_:)``).
 ///
 /// A timer per call (a task sleeping for the bound, cancelled when the call finishes) wakes the
 /// timer thread twice per call, to register and to cancel: on loopback that was about a tenth of
@@ -11,15 +11,15 @@ import Synchronization
 /// nothing earlier is armed, so calls that finish within their bound, nearly all of them, never
 /// touch it. When it fires it expires every call past its deadline and re-arms for the earliest
 /// one left, if any.
-final class DeadlineWatch: @unchecked Sendable {  // `state` is behind its mutex; a dispatch source is thread-safe
-    static let shared = DeadlineWatch()
+package final class DeadlineWatch: @unchecked Sendable {  // `state` is behind its mutex; a dispatch source is thread-safe
+    package static let shared = DeadlineWatch()
 
     private struct State {
         var pending: [UInt64: (deadline: DispatchTime, expire: @Sendable () -> Void)] = [:]
         var nextID: UInt64 = 0
         /// The deadline the timer is armed for, or nil when it is not armed.
         var armedFor: DispatchTime?
-        var armings = 0
+        package var armings = 0
     }
 
     private let state = Mutex(State())
@@ -27,8 +27,8 @@ final class DeadlineWatch: @unchecked Sendable {  // `state` is behind its mutex
     /// How late the timer may fire: the bounds are seconds long, so a few milliseconds do not matter.
     private static let leeway = DispatchTimeInterval.milliseconds(5)
 
-    init() {
-        timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "TokenVault.PostgreSQL.deadlines"))
+    package init() {
+        timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "TokenVault.deadlines"))
         timer.setEventHandler { [weak self] in self?.fire() }
         timer.activate()  // it fires only once a deadline is scheduled
     }
@@ -39,7 +39,7 @@ final class DeadlineWatch: @unchecked Sendable {  // `state` is behind its mutex
 
     /// Enters a call that `expire` abandons once `limit` has passed, unless ``remove(_:)`` takes
     /// it out first. `expire` runs on the watch's queue, without its lock held.
-    func register(after limit: Duration, expire: @escaping @Sendable () -> Void) -> UInt64 {
+    package func register(after limit: Duration, expire: @escaping @Sendable () -> Void) -> UInt64 {
         let deadline = DispatchTime.now() + Self.interval(limit)
         return state.withLock { state in
             let id = state.nextID
@@ -52,15 +52,15 @@ final class DeadlineWatch: @unchecked Sendable {  // `state` is behind its mutex
 
     /// Takes a finished call out; `false` when it had already expired.
     @discardableResult
-    func remove(_ id: UInt64) -> Bool {
+    package func remove(_ id: UInt64) -> Bool {
         state.withLock { $0.pending.removeValue(forKey: id) != nil }
     }
 
     /// Calls entered and neither finished nor expired.
-    var pendingCount: Int { state.withLock { $0.pending.count } }
+    package var pendingCount: Int { state.withLock { $0.pending.count } }
 
     /// How many times the timer has been armed.
-    var armings: Int { state.withLock { $0.armings } }
+    package var armings: Int { state.withLock { $0.armings } }
 
     private func fire() {
         let now = DispatchTime.now()
@@ -96,4 +96,3 @@ final class DeadlineWatch: @unchecked Sendable {  // `state` is behind its mutex
         return .nanoseconds(Int(max(0, seconds)) * 1_000_000_000 + Int(max(0, attoseconds) / 1_000_000_000))
     }
 }
-#endif
