@@ -90,7 +90,7 @@ public enum AgentProtocolProperty: Sendable {
         let token = AgentToken(accessToken: "fuzz-access", tokenType: "Bearer", expiresAt: nil, scope: "repo", fresh: true)
         let status = AgentStatus(
             pid: 42, unlocked: true, vault: "file /tmp/v", refreshAt: 0.75,
-            entries: [AgentStatus.Entry(service: "github", account: "octocat", nextRefresh: 1_700_000_000, state: "scheduled")])
+            entries: [AgentStatus.Entry(service: "github", account: "octocat", nextRefresh: 1_700_000_000, state: "scheduled")], count: 3)
         return [
             ("token-request", AgentRequest.token(AgentTokenRequest(key: key, fresh: true, vault: "auto /tmp/v")).encoded()),
             ("status-request", AgentRequest.status.encoded()),

@@ -48,7 +48,13 @@ extension VaultCommand {
             var entries: Int?
             // How many entries the vault can refresh by itself, and how many need a new login.
             var refresh: RefreshCount?
-            if failure == nil {
+            let agent = AgentReport.current(vault: AgentProtocol.vaultIdentity(of: configuration, environment: ProcessEnvironment.current))
+            // A vault only the agent holds open here (no key given: opening it would ask for the
+            // passphrase, or fail without a terminal) is described from the agent.
+            let heldByAgent = agent.entriesHeldOpen(plan: plan, keySource: configuration.keySource)
+            if let heldByAgent {
+                entries = heldByAgent
+            } else if failure == nil {
                 do {
                     switch try await global.openExistingVault(plan: plan) {
                     case .opened(let opened, let usedKey):
@@ -65,7 +71,6 @@ extension VaultCommand {
                 }
             }
             var warnings = plan.warnings
-            let agent = AgentReport.current(vault: AgentProtocol.vaultIdentity(of: configuration, environment: ProcessEnvironment.current))
             if let store = vault?.store as? EncryptedFileStore, let length = store.unfinishedWriteLength {
                 warnings.append(
                     "the vault file ends in \(length) byte(s) of a write that did not finish (a process killed, or power lost, during a save, which therefore never succeeded); they are ignored, and the next write cuts them off. If no save was interrupted, the end of the file was damaged or cut: entries written last may be missing.")
@@ -97,7 +102,7 @@ extension VaultCommand {
                 if showsFile {
                     object["file"] = [
                         "path": plan.filePath, "exists": plan.fileExists, "used": plan.usesFile,
-                        "key": keySource?.origin() ?? NSNull(),
+                        "key": heldByAgent != nil ? AgentReport.heldKey : keySource?.origin() ?? NSNull(),
                     ] as [String: Any]
                 }
                 if let failure {
@@ -121,7 +126,9 @@ extension VaultCommand {
                         ? Self.absentFileState(plan.filePath)
                         : plan.usesFile || backend == nil ? "exists" : "exists, not used: auto uses the Secret Service"
                     rows.append(["vault file:", "\(plan.filePath) (\(state))"])
-                    if plan.usesFile || backend == nil { rows.append(["key:", keySource?.origin() ?? "none given"]) }
+                    if plan.usesFile || backend == nil {
+                        rows.append(["key:", heldByAgent != nil ? AgentReport.heldKey : keySource?.origin() ?? "none given"])
+                    }
                 }
                 if let entries { rows.append(["entries:", "\(entries)"]) }
                 if let refresh, entries ?? 0 > 0 { rows.append(["refresh:", refresh.summary]) }
@@ -151,6 +158,18 @@ struct AgentReport {
         } catch {
             return AgentReport(socket: client.socketPath, status: nil, problem: error.isNoteworthy ? error.reason : "not running", vault: vault)
         }
+    }
+
+    /// What `status` says of the key of a vault the agent holds open for it.
+    static let heldKey = "none given here; the agent holds the vault open (unlocked)"
+
+    /// How many entries the vault holds, from the agent, when only the agent can open it here: a
+    /// file vault that exists, for which no key is given, and which this agent serves, unlocked.
+    /// Nil otherwise (and from an agent built before its status counted entries): the vault is
+    /// opened directly.
+    func entriesHeldOpen(plan: BackendPlan, keySource: VaultConfiguration.KeySource?) -> Int? {
+        guard keySource == nil, plan.usesFile, plan.fileExists, let status, status.vault == vault, status.unlocked else { return nil }
+        return status.count
     }
 
     var rows: [[String]] {

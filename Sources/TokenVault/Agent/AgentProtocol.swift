@@ -432,15 +432,21 @@ public struct AgentStatus: Sendable, Equatable, Codable {
     /// The fraction of a token's lifetime after which it is refreshed.
     public var refreshAt: Double
     public var entries: [Entry]
+    /// How many entries the vault holds, counted when the status was asked for: what `vault
+    /// status` shows of a vault it cannot open itself (a passphrase vault the agent holds
+    /// unlocked). Nil while the agent is locked, to a peer of another uid (which sees only its
+    /// granted entries), and from an agent built before it was added.
+    public var count: Int?
 
-    enum CodingKeys: String, CodingKey { case pid, unlocked, vault, refreshAt = "refresh_at", entries }
+    enum CodingKeys: String, CodingKey { case pid, unlocked, vault, refreshAt = "refresh_at", entries, count }
 
-    public init(pid: Int32, unlocked: Bool, vault: String, refreshAt: Double, entries: [Entry]) {
+    public init(pid: Int32, unlocked: Bool, vault: String, refreshAt: Double, entries: [Entry], count: Int? = nil) {
         self.pid = pid
         self.unlocked = unlocked
         self.vault = vault
         self.refreshAt = refreshAt
         self.entries = entries
+        self.count = count
     }
 }
 

@@ -404,6 +404,8 @@ package final class AgentServer: Sendable {
             return answerBlocking(.proof(proof))
         case .status:
             guard case .status(var status) = answerBlocking(.status) else { return refusal("see the status") }
+            // Nothing of the entries it is not granted, not even how many there are.
+            status.count = nil
             status.entries.removeAll { entry in
                 (try? CredentialKey(service: entry.service, account: entry.account)).map { !grants.allow($0) } ?? true
             }
@@ -470,7 +472,10 @@ package final class AgentServer: Sendable {
             case .delete(let request):
                 return try await withVault(named: request.vault) { vault in .written(try await delete(request, in: vault)) }
             case .status:
-                return .status(status())
+                var status = status()
+                // Counted from the vault now, so that a write a moment ago is counted.
+                if let vault = state.withLock({ $0.vault }) { status.count = try? await vault.keys().count }
+                return .status(status)
             case .unlock(let passphrase):
                 if state.withLock({ $0.vault != nil }) { return .done }
                 let vault = try await opener(passphrase)
