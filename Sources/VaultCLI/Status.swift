@@ -51,7 +51,7 @@ extension VaultCommand {
             let agent = AgentReport.current(vault: AgentProtocol.vaultIdentity(of: configuration, environment: ProcessEnvironment.current))
             // A vault only the agent holds open here (no key given: opening it would ask for the
             // passphrase, or fail without a terminal) is described from the agent.
-            let heldByAgent = agent.entriesHeldOpen(plan: plan, keySource: configuration.keySource)
+            let heldByAgent = failure == nil ? agent.entriesHeldOpen(plan: plan, keySource: configuration.keySource) : nil
             if let heldByAgent {
                 entries = heldByAgent
             } else if failure == nil {
