@@ -116,6 +116,8 @@ public enum AgentProtocolProperty: Sendable {
                 vault: "auto /tmp/v")).encoded()),
             ("delete-request", AgentRequest.delete(AgentDeleteRequest(key: key, vault: "auto /tmp/v")).encoded()),
             ("write-response", AgentResponse.written(AgentWriteResult(backend: "file", existed: true)).encoded()),
+            ("accounts-request", AgentRequest.accounts(AgentAccountsRequest(service: "github", vault: "auto /tmp/v")).encoded()),
+            ("accounts-response", AgentResponse.accounts(AgentAccounts(accounts: ["default", "octocat"])).encoded()),
             ("failure-response", AgentResponse.failure(code: "not-found", message: "No token.").encoded()),
             ("other-version", AgentResponse.done.encoded(version: 2)),
         ]

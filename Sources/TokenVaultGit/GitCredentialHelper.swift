@@ -88,6 +88,14 @@ public struct GitCredentialHelper: Sendable {
         return name
     }
 
+    /// Whether `request` may be answered with the service's only entry when ``key(for:)`` names
+    /// none: git sent no username (or the ``username`` this helper answers) and no account is
+    /// pinned. ``entryKey(for:in:)``'s rule, for a caller that lists the accounts elsewhere (the
+    /// agent).
+    package func usesOnlyEntry(_ request: GitCredentialRequest) -> Bool {
+        account == nil && gitUsername(request) == nil
+    }
+
     /// The entry that `get`, `store` and `erase` use for `request`: ``key(for:)``, except when git
     /// sends no username (or the ``username`` this helper answers) and no account is pinned. Then,
     /// as git's own storage helpers match a request that leaves a field out against any value of
@@ -98,7 +106,7 @@ public struct GitCredentialHelper: Sendable {
     /// stores the credential under the user name the person typed, and sends no user name again.
     package func entryKey(for request: GitCredentialRequest, in vault: Vault) async throws -> CredentialKey? {
         guard let key = try key(for: request) else { return nil }
-        guard account == nil, gitUsername(request) == nil else { return key }
+        guard usesOnlyEntry(request) else { return key }
         let keys = try await vault.keys(service: key.service)
         if keys.contains(key) { return key }
         return keys.count == 1 ? keys[0] : nil
@@ -107,7 +115,7 @@ public struct GitCredentialHelper: Sendable {
     /// The accounts of the service `request` names, when git sent no username and no account is
     /// pinned; empty otherwise. For saying why ``entryKey(for:in:)`` found none.
     package func accounts(for request: GitCredentialRequest, in vault: Vault) async throws -> [String] {
-        guard let key = try key(for: request), account == nil, gitUsername(request) == nil else { return [] }
+        guard let key = try key(for: request), usesOnlyEntry(request) else { return [] }
         return try await vault.keys(service: key.service).map(\.account)  // keys come sorted
     }
 

@@ -45,10 +45,12 @@ extension VaultCommand {
 
                 With vault agent running, get asks it first, under vault get's rules: when the \
                 agent of this user does not answer (none, dead, another version), the vault is \
-                opened directly. A user served by another user's agent (a system agent's \
-                --policy) cannot read that vault: get waits for the agent within its bound, and \
-                its refusal, a locked agent or no answer is said on stderr (git gets no \
-                credential); an entry it does not have is answered with nothing.
+                opened directly. When git sends no username, the agent also names the host's \
+                accounts, so that its only entry is used as directly. A user served by another \
+                user's agent (a system agent's --policy) cannot read that vault: get waits for \
+                the agent within its bound, and its refusal, a locked agent or no answer is said \
+                on stderr (git gets no credential); an entry it does not have is answered with \
+                nothing.
                 """
         )
 
@@ -115,9 +117,7 @@ extension VaultCommand {
                 } else if case let accounts = try await helper.accounts(for: request, in: vault), accounts.count > 1,
                     let key = try helper.key(for: request)
                 {
-                    // Account names are no secret; git shows this to the person running it.
-                    try Output.note(
-                        "vault git-credential: \(key.service) has entries for \(accounts.count) accounts (\(accounts.joined(separator: ", "))) and git sent no username: put one in the URL (https://NAME@host/...) or pin it with --account.")
+                    try Output.note(Self.severalAccounts(key.service, accounts))
                 }
             case "store":
                 guard try helper.key(for: request) != nil, request.password != nil else { return }
@@ -153,16 +153,25 @@ extension VaultCommand {
         ///
         /// An agent of this user is a fast path: when it is absent, dead, of another version, busy
         /// or serves another vault, or its answer is anything but a token it keeps fresh, the
-        /// direct path answers as it always has (the fallbacks to 'default' or the only entry,
-        /// which need the vault's listing; a rejected refresh token's stale token). An agent of
+        /// direct path answers as it always has (a rejected refresh token's stale token; an entry
+        /// that is not the only one of its service when git sends no username). An agent of
         /// another user (a system agent whose policy grants this one) is the only way in: this
         /// user cannot read that vault, so the client waits for it within its bound, and its
         /// failure (not granted, locked, no answer, no free connection) is thrown, for git's
         /// stderr and the exit code, and git gets no credential. Such a request names the entry
         /// exactly: git's username, or `--account`, or 'default'.
         private func agentAnswer(_ request: GitCredentialRequest, helper: GitCredentialHelper) throws -> AgentAnswer {
-            let sentUsername = request.username.flatMap { $0.isEmpty ? nil : $0 }
             guard let key = try helper.key(for: request), let (client, vault) = AgentCLI.client(for: global) else { return .direct }
+            return try agentAnswer(request, key: key, helper: helper, client: client, vault: vault, orOnlyEntry: helper.usesOnlyEntry(request))
+        }
+
+        /// The agent's answer for `key`; with `orOnlyEntry` (git sent no user name, no account is
+        /// pinned), when there is no such entry, for the service's only one, as the direct path
+        /// does: the agent names the service's accounts (`accounts`).
+        private func agentAnswer(
+            _ request: GitCredentialRequest, key: CredentialKey, helper: GitCredentialHelper, client: AgentClient, vault: String, orOnlyEntry: Bool
+        ) throws -> AgentAnswer {
+            let sentUsername = request.username.flatMap { $0.isEmpty ? nil : $0 }
             let (result, fromAnotherUser) = client.tokenOutcome(for: key, fresh: true, leeway: helper.leeway, vault: vault)
             let token: AgentToken
             switch result {
@@ -170,6 +179,8 @@ extension VaultCommand {
             case .failure(let unavailable as AgentClient.Unavailable):
                 if unavailable.isNoteworthy { try Output.note("vault: \(unavailable.reason); going direct.") }
                 return .direct
+            case .failure(let error as VaultError) where error.code == .notFound && orOnlyEntry:
+                return try onlyEntryAnswer(request, service: key.service, helper: helper, client: client, vault: vault, fromAnotherUser: fromAnotherUser)
             case .failure(let error as VaultError) where fromAnotherUser:
                 switch error.code {
                 case .notFound: return .nothing
@@ -193,6 +204,39 @@ extension VaultCommand {
             return .answer(
                 GitCredentialResponse(
                     username: sentUsername ?? username ?? key.account, password: token.accessToken, passwordExpiry: token.expiry))
+        }
+
+        /// The answer for the only entry of `service`, which the agent names; nothing (with the
+        /// accounts named on stderr) when it holds several. An agent that cannot say (built before
+        /// `accounts`, serving another vault) sends this user direct, as before; another user's
+        /// such agent leaves git with nothing, as its `default` entry's absence did.
+        private func onlyEntryAnswer(
+            _ request: GitCredentialRequest, service: String, helper: GitCredentialHelper, client: AgentClient, vault: String, fromAnotherUser: Bool
+        ) throws -> AgentAnswer {
+            let (listed, listedFromAnotherUser) = client.accountsOutcome(service: service, vault: vault)
+            let accounts: [String]
+            switch listed {
+            case .success(let found): accounts = found
+            case .failure(let unavailable as AgentClient.Unavailable):
+                guard !(fromAnotherUser || listedFromAnotherUser) else { return .nothing }
+                if unavailable.isNoteworthy { try Output.note("vault: \(unavailable.reason); going direct.") }
+                return .direct
+            case .failure(let error):
+                guard fromAnotherUser || listedFromAnotherUser else { return .direct }
+                throw error
+            }
+            guard accounts.count == 1 else {
+                if accounts.count > 1 { try Output.note(Self.severalAccounts(service, accounts)) }
+                return .nothing
+            }
+            let only = try CredentialKey(service: service, account: accounts[0])
+            return try agentAnswer(request, key: only, helper: helper, client: client, vault: vault, orOnlyEntry: false)
+        }
+
+        /// Why git gets nothing when git sent no user name and the service has several entries.
+        /// Account names are no secret; git shows this to the person running it.
+        static func severalAccounts(_ service: String, _ accounts: [String]) -> String {
+            "vault git-credential: \(service) has entries for \(accounts.count) accounts (\(accounts.joined(separator: ", "))) and git sent no username: put one in the URL (https://NAME@host/...) or pin it with --account."
         }
 
         /// The vault, opened without asking anything of anyone: no terminal passphrase prompt, no

@@ -352,6 +352,44 @@ public struct AgentClient: Sendable {
         }
     }
 
+    /// The accounts of `service` in the agent's vault (to a peer of another uid, those its policy
+    /// grants), under ``tokenOutcome(for:fresh:leeway:vault:)``'s rules: an agent that does not
+    /// know the request (built before it) or does not serve `vault` is ``Unavailable``, and the
+    /// caller goes direct; a failure of another user's agent is final.
+    package func accountsOutcome(service: String, vault: String) -> (result: Result<[String], any Error>, fromAnotherUser: Bool) {
+        let exchanged: (response: AgentResponse, fromAnotherUser: Bool)
+        do {
+            exchanged = try exchange(.accounts(AgentAccountsRequest(service: service, vault: vault)))
+        } catch {
+            return (.failure(error.isFinal ? VaultError(error.timedOut ? .timeout : .backendUnavailable, error.reason) : error), error.isFinal)
+        }
+        let (response, fromAnotherUser) = exchanged
+        switch response {
+        case .accounts(let answer): return (.success(answer.accounts), fromAnotherUser)
+        case .failure(let code, let message):
+            // An agent built before `accounts` (one built before the writes says "unknown message kind").
+            let unknown =
+                code == AgentResponse.unsupportedRequest
+                || (code == VaultError.Code.invalidInput.description && message.contains("unknown message kind"))
+            if !unknown {
+                if fromAnotherUser, let error = finalFailure(response) { return (.failure(error), true) }
+                if let error = response.error, error.code == .permissionDenied { return (.failure(error), fromAnotherUser) }
+            }
+            return (
+                .failure(
+                    Unavailable(
+                        "the agent did not list the accounts (\(code): \(message))",
+                        noteworthy: !unknown && code != AgentResponse.notThisVault && code != "locked")),
+                fromAnotherUser
+            )
+        default:
+            if fromAnotherUser {
+                return (.failure(VaultError(.io, "The agent at \(socketPath) answered an accounts request with another kind of message.")), true)
+            }
+            return (.failure(Unavailable("the agent answered an accounts request with another kind of message", noteworthy: true)), false)
+        }
+    }
+
     /// Whether the agent runs as this user and holds `vault` open (unlocked), so that a write
     /// through it needs no key here: `vault login` asks before it starts, and then opens no vault
     /// (no passphrase) unless the agent's answer sends it direct after all.

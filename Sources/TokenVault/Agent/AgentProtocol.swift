@@ -53,12 +53,15 @@ public enum AgentProtocol: Sendable {
         case storeRequest = 0x06
         /// Remove an entry (`vault delete`); the agent's own uid only.
         case deleteRequest = 0x07
+        /// The accounts of one service (`vault git-credential get` when git sends no user name).
+        case accountsRequest = 0x08
         case tokenResponse = 0x81
         case statusResponse = 0x82
         case done = 0x83
         case proofResponse = 0x85
         /// A write done (the answer to `store` and `delete`).
         case writeResponse = 0x86
+        case accountsResponse = 0x88
         case failure = 0xFF
     }
 
@@ -181,6 +184,9 @@ public enum AgentProtocol: Sendable {
     case store(AgentStoreRequest)
     /// Remove an entry, as `vault delete` would directly (the agent's own uid only).
     case delete(AgentDeleteRequest)
+    /// The accounts of one service: which entry `vault git-credential get` uses when git sends
+    /// no user name (the service's only one).
+    case accounts(AgentAccountsRequest)
 
     /// The frame for this request.
     public func encoded() -> [UInt8] {
@@ -195,6 +201,7 @@ public enum AgentProtocol: Sendable {
             // The payload holds the entry's secrets: the intermediate bytes are wiped.
             AgentProtocol.withJSON(request) { AgentProtocol.frame(kind: .storeRequest, payload: $0) }
         case .delete(let request): AgentProtocol.frame(kind: .deleteRequest, payload: AgentProtocol.json(request))
+        case .accounts(let request): AgentProtocol.frame(kind: .accountsRequest, payload: AgentProtocol.json(request))
         }
     }
 
@@ -240,6 +247,12 @@ public enum AgentProtocol: Sendable {
             let request = try AgentProtocol.json(AgentDeleteRequest.self, payload)
             guard (try? request.key()) != nil else { throw AgentProtocol.DecodingError("the request names no valid entry") }
             self = .delete(request)
+        case .accountsRequest:
+            let request = try AgentProtocol.json(AgentAccountsRequest.self, payload)
+            guard (try? CredentialKey(service: request.service, account: CredentialKey.defaultAccount)) != nil else {
+                throw AgentProtocol.DecodingError("the request names no valid service")
+            }
+            self = .accounts(request)
         case .statusRequest, .lockRequest:
             guard payload.isEmpty else { throw AgentProtocol.DecodingError("this message kind carries no payload") }
             self = kind == .statusRequest ? .status : .lock
@@ -460,6 +473,8 @@ public struct AgentStatus: Sendable, Equatable, Codable {
     case done
     /// A `store` or `delete` done: where, and (for `delete`) whether there was an entry.
     case written(AgentWriteResult)
+    /// The answer to `accounts`.
+    case accounts(AgentAccounts)
     /// The request failed: `code` is a ``VaultError/Code-swift.struct`` name (or `not-this-vault`),
     /// `message` a message that holds no secret.
     case failure(code: String, message: String)
@@ -488,6 +503,7 @@ public struct AgentStatus: Sendable, Equatable, Codable {
         case .status(let status): AgentProtocol.frame(kind: .statusResponse, payload: AgentProtocol.json(status), version: version)
         case .done: AgentProtocol.frame(kind: .done, payload: [], version: version)
         case .written(let result): AgentProtocol.frame(kind: .writeResponse, payload: AgentProtocol.json(result), version: version)
+        case .accounts(let accounts): AgentProtocol.frame(kind: .accountsResponse, payload: AgentProtocol.json(accounts), version: version)
         case .authorization(let authorization):
             AgentProtocol.frame(kind: .proofResponse, payload: AgentProtocol.json(authorization), version: version)
         case .failure(let code, let message):
@@ -524,6 +540,8 @@ public struct AgentStatus: Sendable, Equatable, Codable {
             self = .done
         case .writeResponse:
             self = .written(try AgentProtocol.json(AgentWriteResult.self, payload))
+        case .accountsResponse:
+            self = .accounts(try AgentProtocol.json(AgentAccounts.self, payload))
         case .failure:
             let failure = try AgentProtocol.json(Failure.self, payload)
             self = .failure(code: failure.code, message: failure.message)
@@ -570,7 +588,7 @@ extension AgentRequest {
         switch self {
         case .token(let request): request.fresh
         case .proof, .store, .delete: true
-        case .status, .unlock, .lock: false
+        case .status, .unlock, .lock, .accounts: false
         }
     }
 }

@@ -414,6 +414,16 @@ package final class AgentServer: Sendable {
             return refusedWrite("store", (try? store.key()).map { "\($0)" }, peer: peer)
         case .delete(let delete):
             return refusedWrite("delete", (try? delete.key()).map { "\($0)" }, peer: peer)
+        case .accounts(var accounts):
+            // The granted accounts of the service only; none at all is an empty answer, as for a
+            // service with no entries (the peer learns no more than a token request tells it).
+            accounts.vault = identity
+            let answered = answerBlocking(.accounts(accounts))
+            guard case .accounts(var answer) = answered else { return answered }
+            answer.accounts.removeAll { account in
+                (try? CredentialKey(service: accounts.service, account: account)).map { !grants.allow($0) } ?? true
+            }
+            return .accounts(answer)
         case .unlock:
             return refusal("unlock the agent")
         case .lock:
@@ -471,6 +481,17 @@ package final class AgentServer: Sendable {
                 return try await withVault(named: request.vault) { vault in .written(try await store(request, in: vault)) }
             case .delete(let request):
                 return try await withVault(named: request.vault) { vault in .written(try await delete(request, in: vault)) }
+            case .accounts(let request):
+                return try await withVault(named: request.vault) { vault in
+                    let answer = AgentAccounts(accounts: try await vault.keys(service: request.service).map(\.account))
+                    // Within one frame, or the client lists them itself.
+                    guard AgentResponse.accounts(answer).encoded().count <= AgentProtocol.headerLength + AgentProtocol.maximumBodyLength else {
+                        return .failure(
+                            code: VaultError.Code.invalidInput.description,
+                            message: "The accounts of that service are more than one answer holds.")
+                    }
+                    return .accounts(answer)
+                }
             case .status:
                 var status = status()
                 // Counted from the vault now, so that a write a moment ago is counted.

@@ -209,50 +209,6 @@ import Glibc
         #expect(!agent.logText.contains(passphrase) && !agent.logText.contains(token))
     }
 
-    /// `vault status` with no key for a passphrase vault the agent holds unlocked: the counts come
-    /// from the agent, it asks for no passphrase and exits 0; locked (and with the agent gone), it
-    /// says it cannot open the vault, as before (exit 6).
-    @Test func statusOfAPassphraseVaultTheAgentHoldsOpenNeedsNoPassphrase() async throws {
-        let service = uniqueName("tv-agent-status-pass")
-        let scratch = try VaultScratch()
-        defer { scratch.remove() }
-        let passphrase = "agent-status-passphrase-\(UUID().uuidString.prefix(6))"
-        var configuration = VaultConfiguration(
-            backend: .file, filePath: scratch.vaultPath, keySource: .passphrase(try SecretBytes(copying: Array(passphrase.utf8))))
-        configuration.createIfMissing = true
-        let vault = try await Vault.open(configuration)
-        for account in ["one", "two", "three"] {
-            try await vault.saveToken(OAuthToken(accessToken: "token-\(account)"), for: try CredentialKey(service: service, account: account))
-        }
-
-        var environment = scratch.environment(.encryptedFile)
-        environment["TOKEN_VAULT_KEY_FILE"] = nil
-        let agent = try await RunningAgent(scratch, agentEnvironment: environment)
-        defer { agent.stop() }
-        let locked = try await runVault(["status"], agent.keylessClient)
-        #expect(locked.status == 6, "\(locked)")
-        #expect(locked.stdoutText.contains("none (the vault could not be opened)") && locked.stdoutText.contains("locked (vault unlock)"), "\(locked)")
-
-        #expect(try await runVault(["unlock"], agent.keylessClient, stdin: Data("\(passphrase)\n".utf8)).status == 0)
-        let shown = try await runVault(["status"], agent.keylessClient)
-        #expect(shown.status == 0 && shown.stderr.isEmpty, "\(shown)")
-        #expect(shown.stdoutText.contains("entries:            3"), "\(shown.stdoutText)")
-        #expect(shown.stdoutText.contains("backend in use:     file"), "\(shown.stdoutText)")
-        #expect(shown.stdoutText.contains("the agent holds the vault open (unlocked)"), "\(shown.stdoutText)")
-        let json = try await runVault(["status", "--json"], agent.keylessClient)
-        let object = try #require(try JSONSerialization.jsonObject(with: json.stdout) as? [String: Any], "\(json)")
-        #expect(object["entries"] as? Int == 3 && object["error"] == nil, "\(json.stdoutText)")
-
-        // A set through the agent is counted at once.
-        let set = try await runVault(["set", service, "four"], agent.keylessClient, stdin: stdinLine("token-four"))
-        #expect(set.status == 0, "\(set)")
-        #expect(try await runVault(["status"], agent.keylessClient).stdoutText.contains("entries:            4"))
-
-        agent.stop()
-        let gone = try await runVault(["status"], agent.keylessClient)
-        #expect(gone.status == 6 && gone.stdoutText.contains("none (the vault could not be opened)"), "\(gone)")
-    }
-
     /// The agent killed: the socket stays behind, nobody answers, and writes go direct with the
     /// same result and the same words, at once.
     @Test func aKilledAgentSendsWritesDirect() async throws {

@@ -337,7 +337,7 @@ import Glibc
         ) { system in
             let userA = try system.user(Self.userA)
             let userB = try system.user(Self.userB)
-            func fill(as user: SystemUser, host: String, username: String) async throws -> ChildResult {
+            func fill(as user: SystemUser, host: String, username: String?) async throws -> ChildResult {
                 let helper = "!'\(system.vaultBinary)' git-credential"
                 return try await system.run(
                     as: user, "/usr/bin/git", ["-c", "credential.helper=", "-c", "credential.helper=\(helper)", "credential", "fill"],
@@ -347,12 +347,19 @@ import Glibc
                         "TOKEN_VAULT_BACKEND": "file", "TOKEN_VAULT_FILE": system.scratch.vaultPath,
                         "TOKEN_VAULT_KEY_FILE": system.scratch.keyFile,
                     ]) { $1 },
-                    stdin: Data("protocol=https\nhost=\(host)\nusername=\(username)\n\n".utf8))
+                    stdin: Data("protocol=https\nhost=\(host)\n\(username.map { "username=\($0)\n" } ?? "")\n".utf8))
             }
 
             let served = try await fill(as: userA, host: granted.service, username: "deploy")
             #expect(served.status == 0, "\(served)")
             #expect(served.stdoutText.contains("username=deploy\n") && served.stdoutText.contains("password=\(token.accessToken)\n"), "\(served)")
+
+            // No username (a URL without one): the granted host's only entry, named by the agent.
+            let noUsername = try await fill(as: userA, host: granted.service, username: nil)
+            #expect(noUsername.status == 0, "\(noUsername)")
+            #expect(
+                noUsername.stdoutText.contains("username=deploy\n") && noUsername.stdoutText.contains("password=\(token.accessToken)\n"),
+                "\(noUsername)")
 
             let notGranted = try await fill(as: userA, host: other.service, username: "deploy")
             #expect(notGranted.status != 0 && !notGranted.stdoutText.contains("password="), "\(notGranted)")

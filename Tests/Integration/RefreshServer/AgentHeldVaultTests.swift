@@ -1,0 +1,103 @@
+#if Integration  // built with the package trait Integration (Scripts/test)
+import Foundation
+import Testing
+@testable import TokenVaultTestSupport
+@_spi(AgentWire) import TokenVault
+
+/// A passphrase vault that only the agent holds open: the client has no passphrase, so every
+/// command that answers must have asked the agent, and one that goes direct says it cannot open
+/// the vault. The real binary, a real file vault, real git.
+@Suite(.serialized) struct AgentHeldVaultTests {
+    static func passphraseVault(_ scratch: VaultScratch, _ passphrase: String) async throws -> Vault {
+        var configuration = VaultConfiguration(
+            backend: .file, filePath: scratch.vaultPath, keySource: .passphrase(try SecretBytes(copying: Array(passphrase.utf8))))
+        configuration.createIfMissing = true
+        return try await Vault.open(configuration)
+    }
+
+    /// An agent started on the passphrase vault with no passphrase: locked until `vault unlock`.
+    static func lockedAgent(_ scratch: VaultScratch) async throws -> RunningAgent {
+        var environment = scratch.environment(.encryptedFile)
+        environment["TOKEN_VAULT_KEY_FILE"] = nil
+        return try await RunningAgent(scratch, agentEnvironment: environment)
+    }
+
+    /// `vault status` with no key for a passphrase vault the agent holds unlocked: the counts come
+    /// from the agent, it asks for no passphrase and exits 0; locked (and with the agent gone), it
+    /// says it cannot open the vault, as before (exit 6).
+    @Test func statusOfAPassphraseVaultTheAgentHoldsOpenNeedsNoPassphrase() async throws {
+        let service = uniqueName("tv-agent-status-pass")
+        let scratch = try VaultScratch()
+        defer { scratch.remove() }
+        let passphrase = "agent-status-passphrase-\(UUID().uuidString.prefix(6))"
+        let vault = try await Self.passphraseVault(scratch, passphrase)
+        for account in ["one", "two", "three"] {
+            try await vault.saveToken(OAuthToken(accessToken: "token-\(account)"), for: try CredentialKey(service: service, account: account))
+        }
+        let agent = try await Self.lockedAgent(scratch)
+        defer { agent.stop() }
+        let locked = try await runVault(["status"], agent.keylessClient)
+        #expect(locked.status == 6, "\(locked)")
+        #expect(locked.stdoutText.contains("none (the vault could not be opened)") && locked.stdoutText.contains("locked (vault unlock)"), "\(locked)")
+
+        #expect(try await runVault(["unlock"], agent.keylessClient, stdin: Data("\(passphrase)\n".utf8)).status == 0)
+        let shown = try await runVault(["status"], agent.keylessClient)
+        #expect(shown.status == 0 && shown.stderr.isEmpty, "\(shown)")
+        #expect(shown.stdoutText.contains("entries:            3"), "\(shown.stdoutText)")
+        #expect(shown.stdoutText.contains("backend in use:     file"), "\(shown.stdoutText)")
+        #expect(shown.stdoutText.contains("the agent holds the vault open (unlocked)"), "\(shown.stdoutText)")
+        let json = try await runVault(["status", "--json"], agent.keylessClient)
+        let object = try #require(try JSONSerialization.jsonObject(with: json.stdout) as? [String: Any], "\(json)")
+        #expect(object["entries"] as? Int == 3 && object["error"] == nil, "\(json.stdoutText)")
+
+        // A set through the agent is counted at once.
+        let set = try await runVault(["set", service, "four"], agent.keylessClient, stdin: stdinLine("token-four"))
+        #expect(set.status == 0, "\(set)")
+        #expect(try await runVault(["status"], agent.keylessClient).stdoutText.contains("entries:            4"))
+
+        agent.stop()
+        let gone = try await runVault(["status"], agent.keylessClient)
+        #expect(gone.status == 6 && gone.stdoutText.contains("none (the vault could not be opened)"), "\(gone)")
+    }
+
+    /// `git credential fill` with no user name (a URL without one) and a helper that pins no
+    /// account: the helper uses the host's only entry, as it does directly, and learns which one
+    /// from the agent (`accounts`), so git gets the token with no passphrase in the helper. With
+    /// two accounts and no `default`, git gets nothing and the helper names them, as directly.
+    @Test func gitWithNoUserNameGetsTheHostsOnlyEntryThroughTheAgent() async throws {
+        let host = uniqueName("git-held").lowercased() + ".example.com"
+        let scratch = try VaultScratch()
+        defer { scratch.remove() }
+        let passphrase = "agent-git-passphrase-\(UUID().uuidString.prefix(6))"
+        let vault = try await Self.passphraseVault(scratch, passphrase)
+        let token = "git-held-\(UUID().uuidString.prefix(8))"
+        try await vault.saveToken(
+            OAuthToken(accessToken: token, expiresAt: Date().addingTimeInterval(3600)), for: try CredentialKey(service: host, account: "octocat"))
+        let agent = try await Self.lockedAgent(scratch)
+        defer { agent.stop() }
+        #expect(try await runVault(["unlock"], agent.keylessClient, stdin: Data("\(passphrase)\n".utf8)).status == 0)
+
+        let vaultBinary = try Products.executable("vault")
+        let environment = agent.keylessClient.merging(["GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"]) { $1 }
+        func fill() async throws -> ChildResult {
+            try await offPool {
+                try ChildProcess.run(
+                    "/usr/bin/git", ["-c", "credential.helper=", "-c", "credential.helper=!'\(vaultBinary)' git-credential", "credential", "fill"],
+                    environment: environment, stdin: Data("protocol=https\nhost=\(host)\n\n".utf8))
+            }
+        }
+        let served = try await fill()
+        #expect(served.status == 0, "\(served)")
+        #expect(served.stdoutText.contains("username=octocat\n") && served.stdoutText.contains("password=\(token)\n"), "\(served)")
+        #expect(!served.stderr.contains("needs a key"), "\(served.stderr)")
+
+        // A second account: which one git means is not known, here as directly.
+        let unlocked = try await runVault(["set", host, "hubot"], agent.keylessClient, stdin: stdinLine("git-held-other"))
+        #expect(unlocked.status == 0, "\(unlocked)")
+        let ambiguous = try await fill()
+        #expect(ambiguous.status != 0 && !ambiguous.stdoutText.contains("password="), "\(ambiguous)")
+        #expect(ambiguous.stderr.contains("has entries for 2 accounts (hubot, octocat) and git sent no username"), "\(ambiguous.stderr)")
+        #expect(!agent.logText.contains(passphrase) && !agent.logText.contains(token))
+    }
+}
+#endif
