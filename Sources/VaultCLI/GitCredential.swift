@@ -159,7 +159,8 @@ extension VaultCommand {
         /// user cannot read that vault, so the client waits for it within its bound, and its
         /// failure (not granted, locked, no answer, no free connection) is thrown, for git's
         /// stderr and the exit code, and git gets no credential. Such a request names the entry
-        /// exactly: git's username, or `--account`, or 'default'.
+        /// exactly (git's username, or `--account`, or 'default'), or, with no username, the
+        /// service's only entry among those granted.
         private func agentAnswer(_ request: GitCredentialRequest, helper: GitCredentialHelper) throws -> AgentAnswer {
             guard let key = try helper.key(for: request), let (client, vault) = AgentCLI.client(for: global) else { return .direct }
             return try agentAnswer(request, key: key, helper: helper, client: client, vault: vault, orOnlyEntry: helper.usesOnlyEntry(request))
@@ -179,8 +180,10 @@ extension VaultCommand {
             case .failure(let unavailable as AgentClient.Unavailable):
                 if unavailable.isNoteworthy { try Output.note("vault: \(unavailable.reason); going direct.") }
                 return .direct
-            case .failure(let error as VaultError) where error.code == .notFound && orOnlyEntry:
-                return try onlyEntryAnswer(request, service: key.service, helper: helper, client: client, vault: vault, fromAnotherUser: fromAnotherUser)
+            case .failure(let error as VaultError) where orOnlyEntry && (error.code == .notFound || error.code == .permissionDenied):
+                // No 'default' entry, or (another user's agent) none this user is granted.
+                return try onlyEntryAnswer(
+                    request, service: key.service, helper: helper, client: client, vault: vault, fromAnotherUser: fromAnotherUser, unanswered: error)
             case .failure(let error as VaultError) where fromAnotherUser:
                 switch error.code {
                 case .notFound: return .nothing
@@ -209,16 +212,21 @@ extension VaultCommand {
         /// The answer for the only entry of `service`, which the agent names; nothing (with the
         /// accounts named on stderr) when it holds several. An agent that cannot say (built before
         /// `accounts`, serving another vault) sends this user direct, as before; another user's
-        /// such agent leaves git with nothing, as its `default` entry's absence did.
+        /// such agent leaves git with nothing, as its `default` entry's absence did. With no
+        /// account at all, the agent's refusal of the 'default' entry (`unanswered`) stands.
         private func onlyEntryAnswer(
-            _ request: GitCredentialRequest, service: String, helper: GitCredentialHelper, client: AgentClient, vault: String, fromAnotherUser: Bool
+            _ request: GitCredentialRequest, service: String, helper: GitCredentialHelper, client: AgentClient, vault: String, fromAnotherUser: Bool,
+            unanswered: VaultError
         ) throws -> AgentAnswer {
             let (listed, listedFromAnotherUser) = client.accountsOutcome(service: service, vault: vault)
             let accounts: [String]
             switch listed {
             case .success(let found): accounts = found
             case .failure(let unavailable as AgentClient.Unavailable):
-                guard !(fromAnotherUser || listedFromAnotherUser) else { return .nothing }
+                guard !(fromAnotherUser || listedFromAnotherUser) else {
+                    if unanswered.code == .permissionDenied { throw unanswered }
+                    return .nothing
+                }
                 if unavailable.isNoteworthy { try Output.note("vault: \(unavailable.reason); going direct.") }
                 return .direct
             case .failure(let error):
@@ -227,6 +235,7 @@ extension VaultCommand {
             }
             guard accounts.count == 1 else {
                 if accounts.count > 1 { try Output.note(Self.severalAccounts(service, accounts)) }
+                if accounts.isEmpty, unanswered.code == .permissionDenied { throw unanswered }
                 return .nothing
             }
             let only = try CredentialKey(service: service, account: accounts[0])

@@ -328,11 +328,18 @@ import Glibc
         let other = try CredentialKey(service: uniqueName("tv-sys-git-other"), account: "deploy")
         let token = OAuthToken(accessToken: "git-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
         let otherToken = OAuthToken(accessToken: "git-other-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+        // One account of this service is granted, another is not.
+        let pinned = try CredentialKey(service: uniqueName("tv-sys-git-pinned"), account: "deploy")
+        let pinnedToken = OAuthToken(accessToken: "git-pinned-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
+        let adminToken = OAuthToken(accessToken: "git-admin-\(UUID().uuidString.prefix(8))", expiresAt: Date().addingTimeInterval(3600))
         try await withSystemAgent(
-            users: [Self.userA, Self.userB], services: [granted.service, other.service], policy: "user \(Self.userA) \(granted.service) *\n",
+            users: [Self.userA, Self.userB], services: [granted.service, other.service, pinned.service],
+            policy: "user \(Self.userA) \(granted.service) *\nuser \(Self.userA) \(pinned.service) deploy\n",
             entries: { _, vault in
                 try await vault.saveToken(token, for: granted)
                 try await vault.saveToken(otherToken, for: other)
+                try await vault.saveToken(pinnedToken, for: pinned)
+                try await vault.saveToken(adminToken, for: try CredentialKey(service: pinned.service, account: "admin"))
             }
         ) { system in
             let userA = try system.user(Self.userA)
@@ -360,6 +367,18 @@ import Glibc
             #expect(
                 noUsername.stdoutText.contains("username=deploy\n") && noUsername.stdoutText.contains("password=\(token.accessToken)\n"),
                 "\(noUsername)")
+
+            // No username, one of two accounts granted: the granted one; the other is never named.
+            let onlyGranted = try await fill(as: userA, host: pinned.service, username: nil)
+            #expect(onlyGranted.status == 0, "\(onlyGranted)")
+            #expect(
+                onlyGranted.stdoutText.contains("username=deploy\n") && onlyGranted.stdoutText.contains("password=\(pinnedToken.accessToken)\n"),
+                "\(onlyGranted)")
+            #expect(!onlyGranted.stdoutText.contains(adminToken.accessToken) && !onlyGranted.stderr.contains("admin"), "\(onlyGranted)")
+            // No username, nothing of the service granted: the agent's refusal, as with one.
+            let noneGranted = try await fill(as: userA, host: other.service, username: nil)
+            #expect(noneGranted.status != 0 && !noneGranted.stdoutText.contains("password="), "\(noneGranted)")
+            #expect(noneGranted.stderr.contains("does not let uid \(userA.uid) read"), "\(noneGranted.stderr)")
 
             let notGranted = try await fill(as: userA, host: other.service, username: "deploy")
             #expect(notGranted.status != 0 && !notGranted.stdoutText.contains("password="), "\(notGranted)")
