@@ -300,7 +300,8 @@ enum AgentCLI {
     }
 
     /// Whether an agent of this user holds `global`'s vault open, so that a write can go through
-    /// it with no key here (`vault login` then asks no passphrase).
+    /// it with no key here (`vault login` then asks no passphrase), and a command that reads the
+    /// vault itself can say so when it has no key.
     static func holdsVaultOpen(global: GlobalOptions) -> Bool {
         guard let (client, vault) = client(for: global) else { return false }
         return client.holdsOpen(vault: vault)

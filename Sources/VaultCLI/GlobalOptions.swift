@@ -128,6 +128,15 @@ struct GlobalOptions: ParsableArguments {
         } catch let error as VaultError where error.code == .notFound && plan.registeredBackend != nil {
             // A registered backend (a database) that holds no vault yet: as a file not made yet.
             return .noVaultYet(path: plan.location ?? plan.reason, reason: error.message)
+        } catch let error as VaultError
+            where error.code == .backendUnavailable && configuration.keySource == nil && plan.usesFile
+            && AgentCLI.holdsVaultOpen(global: self)
+        {
+            // No key here, but an agent of this user holds the vault unlocked: say what it can do.
+            throw VaultError(
+                error.code,
+                "\(error.message) The running agent holds this vault unlocked, but this command reads the vault itself; through the agent, `vault get`, `run`, `set`, `delete`, `status` and `git-credential get` need no key.",
+                underlying: error)
         }
     }
 

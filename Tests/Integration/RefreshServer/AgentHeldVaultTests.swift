@@ -24,7 +24,8 @@ import Testing
 
     /// `vault status` with no key for a passphrase vault the agent holds unlocked: the counts come
     /// from the agent, it asks for no passphrase and exits 0; locked (and with the agent gone), it
-    /// says it cannot open the vault, as before (exit 6).
+    /// says it cannot open the vault, as before (exit 6). `vault list`, which reads the vault
+    /// itself, needs the key either way, and says what the unlocked agent can do.
     @Test func statusOfAPassphraseVaultTheAgentHoldsOpenNeedsNoPassphrase() async throws {
         let service = uniqueName("tv-agent-status-pass")
         let scratch = try VaultScratch()
@@ -38,6 +39,8 @@ import Testing
         defer { agent.stop() }
         let locked = try await runVault(["status"], agent.keylessClient)
         #expect(locked.status == 6, "\(locked)")
+        let listLocked = try await runVault(["list"], agent.keylessClient)
+        #expect(listLocked.status == 6 && !listLocked.stderr.contains("The running agent"), "\(listLocked)")
         #expect(locked.stdoutText.contains("none (the vault could not be opened)") && locked.stdoutText.contains("locked (vault unlock)"), "\(locked)")
 
         #expect(try await runVault(["unlock"], agent.keylessClient, stdin: Data("\(passphrase)\n".utf8)).status == 0)
@@ -50,6 +53,11 @@ import Testing
         let object = try #require(try JSONSerialization.jsonObject(with: json.stdout) as? [String: Any], "\(json)")
         #expect(object["entries"] as? Int == 3 && object["error"] == nil, "\(json.stdoutText)")
 
+        // A command that reads the vault itself still needs the key, and says what the agent does.
+        let list = try await runVault(["list"], agent.keylessClient)
+        #expect(list.status == 6 && list.stderr.contains("needs a key"), "\(list)")
+        #expect(list.stderr.contains("The running agent holds this vault unlocked, but this command reads the vault itself"), "\(list)")
+
         // A set through the agent is counted at once.
         let set = try await runVault(["set", service, "four"], agent.keylessClient, stdin: stdinLine("token-four"))
         #expect(set.status == 0, "\(set)")
@@ -58,6 +66,8 @@ import Testing
         agent.stop()
         let gone = try await runVault(["status"], agent.keylessClient)
         #expect(gone.status == 6 && gone.stdoutText.contains("none (the vault could not be opened)"), "\(gone)")
+        let listGone = try await runVault(["list"], agent.keylessClient)
+        #expect(listGone.status == 6 && !listGone.stderr.contains("The running agent"), "\(listGone)")
     }
 
     /// `git credential fill` with no user name (a URL without one) and a helper that pins no
