@@ -39,9 +39,9 @@ import Testing
         defer { agent.stop() }
         let locked = try await runVault(["status"], agent.keylessClient)
         #expect(locked.status == 6, "\(locked)")
+        #expect(locked.stdoutText.contains("none (the vault could not be opened)") && locked.stdoutText.contains("locked (vault unlock)"), "\(locked)")
         let listLocked = try await runVault(["list"], agent.keylessClient)
         #expect(listLocked.status == 6 && !listLocked.stderr.contains("The running agent"), "\(listLocked)")
-        #expect(locked.stdoutText.contains("none (the vault could not be opened)") && locked.stdoutText.contains("locked (vault unlock)"), "\(locked)")
 
         #expect(try await runVault(["unlock"], agent.keylessClient, stdin: Data("\(passphrase)\n".utf8)).status == 0)
         let shown = try await runVault(["status"], agent.keylessClient)
