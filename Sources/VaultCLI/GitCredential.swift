@@ -96,7 +96,7 @@ extension VaultCommand {
                 }
                 switch try agentAnswer(request, helper: helper) {
                 case .answer(let response):
-                    try Output.write(Data(try response.formatted().utf8), to: .standardOutput)
+                    try Output.write(try response.formatted(), to: .standardOutput)
                     return
                 case .nothing: return
                 case .direct: break
@@ -113,7 +113,7 @@ extension VaultCommand {
                     response = try await helper.lastKnown(request, from: vault)
                 }
                 if let response {
-                    try Output.write(Data(try response.formatted().utf8), to: .standardOutput)
+                    try Output.write(try response.formatted(), to: .standardOutput)
                 } else if case let accounts = try await helper.accounts(for: request, in: vault), accounts.count > 1,
                     let key = try helper.key(for: request)
                 {

@@ -403,9 +403,9 @@ package final class AgentServer: Sendable {
             proof.token.vault = identity
             return answerBlocking(.proof(proof))
         case .status:
-            guard case .status(var status) = answerBlocking(.status) else { return refusal("see the status") }
-            // Nothing of the entries it is not granted, not even how many there are.
-            status.count = nil
+            // Its granted entries' plans only, and no count of the vault's entries: the plans are
+            // the agent's own state, so the vault is not read for it.
+            var status = status()
             status.entries.removeAll { entry in
                 (try? CredentialKey(service: entry.service, account: entry.account)).map { !grants.allow($0) } ?? true
             }
