@@ -32,6 +32,7 @@ package struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     package static let badDescriptor = Errno(rawValue: EBADF)
     package static let timedOut = Errno(rawValue: ETIMEDOUT)
     package static let connectionRefused = Errno(rawValue: ECONNREFUSED)
+    package static let connectionReset = Errno(rawValue: ECONNRESET)
     package static let connectionAborted = Errno(rawValue: ECONNABORTED)
     package static let addressInUse = Errno(rawValue: EADDRINUSE)
     package static let nameTooLong = Errno(rawValue: ENAMETOOLONG)

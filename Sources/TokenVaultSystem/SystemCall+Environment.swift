@@ -35,3 +35,16 @@ extension SystemCall {
         return result
     }
 }
+
+extension SystemCall {
+    /// This user's home directory from the user database (what `NSHomeDirectory()` gave when
+    /// `HOME` is unset), or `/` when the database has no entry for the effective user.
+    package static var homeDirectory: String {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(geteuid(), &entry, &buffer, buffer.count, &result) == 0, result != nil, let directory = entry.pw_dir
+        else { return "/" }
+        return String(cString: directory)
+    }
+}

@@ -79,3 +79,12 @@ extension SystemCall {
         return String(decoding: bytes, as: UTF8.self)
     }
 }
+
+extension SystemCall {
+    /// `count` bytes from malloc, or nil when there are none to give (a large read buffer fails
+    /// with an error, where Swift's allocation would stop the process).
+    package static func allocateBytes(_ count: Int) -> UnsafeMutableRawPointer? { malloc(count) }
+
+    /// Gives back what ``allocateBytes(_:)`` gave; nil does nothing.
+    package static func freeBytes(_ pointer: UnsafeMutableRawPointer?) { free(pointer) }
+}
