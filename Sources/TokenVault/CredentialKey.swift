@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Names one credential: a service and an account within it.
 ///
@@ -119,7 +119,7 @@ public struct CredentialKey: Hashable, Comparable, Sendable, Codable, CustomStri
     }
 
     private static func validated(_ value: String, part: String) throws -> String {
-        let normalized = isPrintableASCII(value) ? value : value.precomposedStringWithCanonicalMapping
+        let normalized = isPrintableASCII(value) ? value : String(decoding: value._nfcCodeUnits, as: UTF8.self)
         guard !normalized.isEmpty else {
             throw VaultError(.invalidInput, "The \(part) name must not be empty.")
         }

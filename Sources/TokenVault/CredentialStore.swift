@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// The media type recorded with a secret, where the backend can record one.
 ///

@@ -3,7 +3,7 @@
 // of its migrations): compare with what the vault holds, refuse other values unless told to,
 // write in one batch, read each back and compare, let the caller finish (the migration rewrites
 // its plist), and put back what was there if any step fails.
-package import Foundation
+package import FoundationEssentials
 
 /// Entries to write into a vault, all or nothing.
 package struct EntryTransfer {
@@ -107,6 +107,6 @@ package struct EntryTransfer {
 
     /// A stored value's content type, as the backends label it: JSON for an object, else binary.
     package static func contentType(of secret: Data) -> SecretContentType {
-        (try? JSONSerialization.jsonObject(with: secret)) is [String: Any] ? .json : .binary
+        (try? JSONDecoder().decode([String: JSONValue].self, from: secret)) != nil ? .json : .binary
     }
 }

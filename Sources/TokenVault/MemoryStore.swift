@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// A ``CredentialStore`` that keeps secrets in process memory, for your own unit tests.
 ///

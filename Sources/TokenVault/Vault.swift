@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 public import Logging
 
 /// The front door: a typed token API over whichever ``CredentialStore`` the configuration picks.

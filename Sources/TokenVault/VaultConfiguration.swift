@@ -1,4 +1,5 @@
-public import Foundation
+public import FoundationEssentials
+internal import TokenVaultSystem
 
 /// How to open a ``Vault``: which backend, and for the encrypted file, where it is and how to unlock it.
 ///
@@ -148,10 +149,10 @@ public struct VaultConfiguration: Sendable {
         if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
             dataHome = xdg
         } else {
-            let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-            dataHome = (home as NSString).appendingPathComponent(".local/share")
+            let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? SystemCall.homeDirectory
+            dataHome = PathText.appending(home, ".local/share")
         }
-        return (dataHome as NSString).appendingPathComponent("token-vault/tokens.vault")
+        return PathText.appending(dataHome, "token-vault/tokens.vault")
     }
 
     /// The vault file this configuration uses.

@@ -26,6 +26,7 @@ import Testing
         "TokenVault/ProcessHardening.swift": "setrlimit, prctl (through dlsym)",
         "TokenVault/Refresh/RefreshTermination.swift": "sigaction, sigprocmask, raise: signal handling",
         "TokenVault/Agent/AgentPolicy.swift": "getpwnam, getgrnam: the user and group databases",
+        "VaultCLI/AgentCommand.swift": "signal: the agent's SIGTERM, SIGINT and SIGHUP handled by dispatch",
         "VaultCLI/ChildLauncher.swift": "posix_spawnp, sigaction, waitpid, kill: running a command",
         "VaultCLI/BackendHandoff.swift": "execv: the hand-over to vault-full",
         "VaultCLI/RawArguments.swift": "strlen over the raw argv",

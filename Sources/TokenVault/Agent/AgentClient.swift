@@ -1,6 +1,6 @@
 // Owns: asking a running `vault agent` over its socket, within a short deadline, and telling
 // "the agent answered" apart from "go direct".
-public import Foundation
+public import FoundationEssentials
 internal import Synchronization
 internal import TokenVaultSystem
 
@@ -194,7 +194,7 @@ public struct AgentClient: Sendable {
             notice?.say(
                 "the agent has no free connection slot for this user (\(message.hasSuffix(".") ? String(message.dropLast()) : message)); trying again for up to \(boundMilliseconds / 1000) s")
             // The last try comes as the bound runs out.
-            Thread.sleep(forTimeInterval: Double(min(pause, boundMilliseconds - now)) / 1000)
+            SystemCall.sleep(seconds: Double(min(pause, boundMilliseconds - now)) / 1000)
             pause = min(pause * 2, 200)
         }
     }
@@ -541,7 +541,7 @@ public struct AgentClient: Sendable {
                 body = try FrameIO.readBody(fd, idleMilliseconds: left, deadlineMilliseconds: left)
             } catch {
                 switch error {
-                case .closed, .system(Errno(rawValue: ECONNRESET)):
+                case .closed, .system(Errno.connectionReset):
                     // (A connection the agent never accepted is reset when it dies.)
                     throw Unavailable("the agent closed the connection without an answer", noteworthy: true)
                 case .timedOut: throw Unavailable("the agent did not answer within \(milliseconds) ms", noteworthy: true, timedOut: true)

@@ -1,6 +1,6 @@
 // Owns: the fields of the agent's write requests (`store`, `delete`) and of their answer, as
 // pure values (AgentProtocol frames them; AgentServer carries them out).
-package import Foundation
+package import FoundationEssentials
 
 /// A `store` request's fields: the entry the client would have written directly, in its stored
 /// form, so that both paths write the same bytes.

@@ -1,6 +1,6 @@
 // Owns: the agent's wire format, as a pure value layer: frames and messages to and from bytes,
 // with no descriptor, clock or lock (the I/O shell is AgentClient and AgentServer).
-public import Foundation
+public import FoundationEssentials
 
 /// The protocol `vault agent` speaks on its socket: versioned, length-prefixed request/response.
 ///
@@ -371,7 +371,7 @@ public struct AgentAuthorization: Sendable, Equatable, Codable, CustomStringConv
     /// The header fields for the request: `Authorization` (`DPoP …` or `Bearer …`) and `DPoP`.
     public var fields: [(name: String, value: String)] {
         guard let dpopProof else {
-            let scheme = token.tokenType.caseInsensitiveCompare("bearer") == .orderedSame ? "Bearer" : token.tokenType
+            let scheme = token.tokenType.equalsIgnoringCase("bearer") ? "Bearer" : token.tokenType
             return [(name: "Authorization", value: "\(scheme) \(token.accessToken)")]
         }
         return [(name: "Authorization", value: "DPoP \(token.accessToken)"), (name: "DPoP", value: dpopProof)]

@@ -1,7 +1,7 @@
 // Owns: the agent's I/O shell: the listening socket, one thread per connection (bounded), the
 // peer check, and the refresh-ahead loop. What a request means is `answer(_:)`; the bytes are
 // AgentProtocol's.
-internal import Foundation
+internal import FoundationEssentials
 internal import Dispatch
 internal import Synchronization
 internal import TokenVaultSystem
@@ -156,7 +156,7 @@ package final class AgentServer: Sendable {
     /// - Throws: ``VaultError`` when another agent answers there, or the directory is not private.
     package func listen() throws {
         let path = options.socketPath
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = PathText.deletingLastComponent(path)
         do {
             _ = try SystemCall.makeDirectory(directory, mode: 0o700)
             guard let status = try SystemCall.lstat(directory), status.isDirectory else {
@@ -186,7 +186,7 @@ package final class AgentServer: Sendable {
     /// its permissions are the unit's; it is not removed when the agent stops.
     /// - Returns: false when the environment hands over no socket.
     package func adoptActivatedSocket(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
-        guard environment["LISTEN_FDS"] == "1", environment["LISTEN_PID"] == String(getpid()) else { return false }
+        guard environment["LISTEN_FDS"] == "1", environment["LISTEN_PID"] == String(SystemCall.processID) else { return false }
         let fd: Int32 = 3
         SystemCall.setCloseOnExec(fd)
         SystemCall.setNonBlocking(fd, true)
@@ -201,9 +201,11 @@ package final class AgentServer: Sendable {
     package func serve() async {
         let listener = state.withLock { $0.listener }
         precondition(listener >= 0, "listen() first")
-        let acceptThread = Thread { [self] in acceptLoop(listener) }
-        acceptThread.name = "agent-accept"
-        acceptThread.start()
+        guard SystemCall.startThread(name: "agent-accept", { [self] in acceptLoop(listener) }) else {
+            log("vault agent: could not start a thread to accept connections; stopping")
+            stop()
+            return
+        }
         await refreshLoop()
     }
 
@@ -231,7 +233,7 @@ package final class AgentServer: Sendable {
             do { fd = try SystemCall.accept(listener) } catch {
                 // EMFILE and the like: the client goes direct; try again shortly.
                 log("vault agent: could not accept a connection: \(error.message)")
-                usleep(50_000)
+                SystemCall.sleep(seconds: 0.05)
                 continue
             }
             guard let fd else { continue }
@@ -243,7 +245,8 @@ package final class AgentServer: Sendable {
     /// Serves the connection `fd` or refuses it. A connection it serves is served on this
     /// thread, after a new thread has taken over the accept loop on `listener` (true): the
     /// connection's first answer then waits for no thread to start, only the next connection
-    /// does (a cold `vault get` makes one connection). One thread accepts at any time.
+    /// does (a cold `vault get` makes one connection). One thread accepts at any time. When no
+    /// thread can be started, this one serves the connection and then goes on accepting (false).
     private func admit(_ fd: Int32, listener: Int32) -> Bool {
         let peer: SystemCall.PeerCredentials
         do { peer = try SystemCall.peerCredentials(fd) } catch {
@@ -288,14 +291,13 @@ package final class AgentServer: Sendable {
             SystemCall.closeAfterUse(fd)
             return false
         }
-        let acceptor = Thread { [self] in acceptLoop(listener) }
-        acceptor.name = "agent-accept"
-        acceptor.stackSize = 256 * 1024
-        acceptor.start()
+        // Without a new thread to take over accepting, this one serves the connection and then
+        // goes back to accepting.
+        let handedOver = SystemCall.startThread(name: "agent-accept", stackSize: 256 * 1024) { [self] in acceptLoop(listener) }
         serveConnection(fd, peer: peer, groups: groups)
         SystemCall.closeAfterUse(fd)
         state.withLock { $0.slots.release(uid: peer.uid) }
-        return true
+        return handedOver
     }
 
     /// Answers a peer the policy in force does not name (or any other uid, without a policy) with
@@ -469,7 +471,7 @@ package final class AgentServer: Sendable {
                 // The key comes from the same read of the entry as the token: one read per proof.
                 return try await withVault(named: request.token.vault) { vault in
                     let (token, dpopKey) = try await serve(request.token, from: vault, withDPoPKey: true)
-                    guard token.tokenType.caseInsensitiveCompare("DPoP") == .orderedSame, let url = URL(string: request.url) else {
+                    guard token.tokenType.equalsIgnoringCase("DPoP"), let url = URL(string: request.url) else {
                         return .authorization(AgentAuthorization(token: token, dpopProof: nil))
                     }
                     let proof = try Vault.dpopProof(
@@ -647,7 +649,7 @@ package final class AgentServer: Sendable {
     private func status() -> AgentStatus {
         state.withLock { state in
             AgentStatus(
-                pid: getpid(), unlocked: state.vault != nil, vault: identity, refreshAt: options.refreshAt,
+                pid: SystemCall.processID, unlocked: state.vault != nil, vault: identity, refreshAt: options.refreshAt,
                 entries: state.plans.sorted { $0.key < $1.key }.map { key, plan in
                     AgentStatus.Entry(
                         service: key.service, account: key.account, nextRefresh: plan.next?.timeIntervalSince1970, state: plan.state)
@@ -726,7 +728,7 @@ package final class AgentServer: Sendable {
                     log("vault agent: the server rejected the refresh token of \(key); it is not presented again (log in again)")
                 } catch {
                     plan.failures += 1
-                    let wait = min(300, pow(2, Double(min(plan.failures, 9))))
+                    let wait = min(300, Double(1 << min(plan.failures, 9)))
                     plan.backoffUntil = Date().addingTimeInterval(wait)
                     plan.next = plan.backoffUntil
                     plan.state = "backing-off"

@@ -1,6 +1,6 @@
 // Owns: watching one entry for a new token that another process (the agent's refresh ahead, a
 // `vault get --fresh`, a login) saved.
-import Foundation
+import FoundationEssentials
 
 extension Vault {
     /// Yields the token stored under `key` each time it changes: refreshed by the agent or by

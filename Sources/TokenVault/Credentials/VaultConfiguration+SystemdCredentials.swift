@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 extension VaultConfiguration {
     /// The name of the systemd credential that holds the vault file's 32-byte key.
@@ -22,8 +22,8 @@ extension VaultConfiguration {
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> KeySource? {
         guard let directory = systemdCredentialsDirectory(environment: environment) else { return nil }
-        let key = (directory as NSString).appendingPathComponent(systemdKeyCredential)
-        let passphrase = (directory as NSString).appendingPathComponent(systemdPassphraseCredential)
+        let key = PathText.appending(directory, systemdKeyCredential)
+        let passphrase = PathText.appending(directory, systemdPassphraseCredential)
         switch (present(key), present(passphrase)) {
         case (true, false): return .keyFile(key)
         case (false, true): return .passphraseFile(passphrase)
@@ -46,8 +46,8 @@ extension VaultConfiguration {
         _ path: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> Bool {
         guard let directory = systemdCredentialsDirectory(environment: environment) else { return false }
-        let parent = (path as NSString).deletingLastPathComponent
-        return parent == directory || parent == (directory as NSString).standardizingPath
+        let parent = PathText.deletingLastComponent(path)
+        return parent == directory || parent == PathText.standardized(directory)
     }
 
     /// Whether something is at `path`: a credential that exists but cannot be read is still the
@@ -67,6 +67,6 @@ extension VaultConfiguration.KeySource {
         case .passphrase: return description
         }
         guard VaultConfiguration.isInSystemdCredentialsDirectory(path, environment: environment) else { return description }
-        return "\(description) (systemd credential \((path as NSString).lastPathComponent) in $CREDENTIALS_DIRECTORY)"
+        return "\(description) (systemd credential \(PathText.lastComponent(path)) in $CREDENTIALS_DIRECTORY)"
     }
 }

@@ -1,4 +1,4 @@
-package import Foundation
+package import FoundationEssentials
 
 /// The header fields that authorize one request to a resource server: `Authorization: Bearer …`
 /// for a Bearer token, or, for a DPoP-bound token (RFC 9449 §7), `Authorization: DPoP …` and a
@@ -39,7 +39,7 @@ public struct AuthorizationHeaders: Sendable, CustomStringConvertible {
     package static func make(
         token: OAuthToken, dpopKey: DPoPKey?, key: CredentialKey, method: String, url: URL, nonce: String?
     ) throws -> AuthorizationHeaders {
-        guard token.tokenType.caseInsensitiveCompare("DPoP") == .orderedSame else {
+        guard token.tokenType.equalsIgnoringCase("DPoP") else {
             return AuthorizationHeaders(token: token, authorization: try TokenAuthorizer.authorization(for: token, key: key), dpopProof: nil)
         }
         guard let dpopKey else {

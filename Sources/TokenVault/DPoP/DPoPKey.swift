@@ -1,6 +1,6 @@
 // Owns: a DPoP key as the library holds it (private key in secure memory, public JWK,
 // thumbprint) and the proofs it signs (RFC 9449 §4).
-public import Foundation
+public import FoundationEssentials
 internal import Synchronization
 
 /// A DPoP key (RFC 9449): the private key that a DPoP-bound token is bound to, kept in secure
@@ -264,7 +264,7 @@ enum JSONText {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+            case _ where scalar.value < 0x20: out += "\\u00" + hexString([UInt8(scalar.value)])
             default: out.unicodeScalars.append(scalar)
             }
         }

@@ -1,5 +1,5 @@
 // Owns: the DPoP nonces servers handed out (RFC 9449 §8, §9), kept per server in memory.
-package import Foundation
+package import FoundationEssentials
 internal import Synchronization
 
 /// The latest `DPoP-Nonce` each server gave this process, so that the next proof to it carries

@@ -1,5 +1,5 @@
 // Owns: how a DPoP key is written inside its sealed entry (the `dpop` field).
-import Foundation
+import FoundationEssentials
 
 /// The `dpop` field of a stored entry (see <doc:StoredTokenFormat>): the algorithm, the private
 /// key (base64url), the public JWK and its thumbprint. It exists only inside the entry's sealed

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 import Logging
 
 extension Vault {
@@ -84,7 +84,7 @@ extension Vault {
     package func tokenAndDPoPKey(for key: CredentialKey) async throws -> (token: OAuthToken, dpopKey: DPoPKey?)? {
         guard let data = try await store.load(key) else { return nil }
         let token = try Self.token(storedForm: data, of: key)
-        guard token.tokenType.caseInsensitiveCompare("DPoP") == .orderedSame else { return (token, nil) }
+        guard token.tokenType.equalsIgnoringCase("DPoP") else { return (token, nil) }
         return (token, try StoredEntry(storedForm: data).dpop)
     }
 

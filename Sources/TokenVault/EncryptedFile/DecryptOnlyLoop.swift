@@ -3,7 +3,7 @@
 // (``RecordLog/openFrame``), and nothing else: no index, no names, no file reads. With
 // `namesOnly` it does the crypto an open does instead (``RecordLog/authenticateFrame``: every
 // tag checked, only the names decrypted). Not part of the API: SPI for the Benchmarks package.
-internal import Foundation
+internal import FoundationEssentials
 internal import TokenVaultSystem
 
 /// Every record of one vault file, held sealed in memory, and the keys to open them.

@@ -1,6 +1,6 @@
 // Owns: the public encrypted-file store: the CredentialStore API, its serial queue, and the
 // hand-off to VaultFile. No file I/O here.
-public import Foundation
+public import FoundationEssentials
 public import Logging
 internal import Dispatch
 

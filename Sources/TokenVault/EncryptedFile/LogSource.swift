@@ -1,7 +1,7 @@
 // Owns: where the log's sealed bytes are read from, by file offset: the open vault file (`pread`)
 // or, in tests, an array. The index keeps only offsets, so a vault's records are not held in
 // memory; a pass through the log reads ahead in chunks, a lookup reads its one record.
-internal import Foundation
+internal import FoundationEssentials
 internal import TokenVaultSystem
 
 /// The bytes of a vault file, read by file offset into one reusable buffer of ordinary memory.
@@ -43,7 +43,7 @@ final class LogSource {
     }
 
     deinit {
-        free(buffer)
+        SystemCall.freeBytes(buffer)
     }
 
     /// Reads from `fd` from now on (after a rewrite or a reload replaced the file).
@@ -110,7 +110,7 @@ final class LogSource {
     func endPass() {
         filled = 0
         if capacity > Self.keptCapacity {
-            free(buffer)
+            SystemCall.freeBytes(buffer)
             buffer = nil
             capacity = 0
         }
@@ -119,11 +119,11 @@ final class LogSource {
     private func reserve(_ count: Int) throws {
         guard count > capacity || buffer == nil else { return }
         let newCapacity = max(count, 4096)
-        free(buffer)
+        SystemCall.freeBytes(buffer)
         buffer = nil
         capacity = 0
         filled = 0
-        guard let memory = malloc(newCapacity) else {
+        guard let memory = SystemCall.allocateBytes(newCapacity) else {
             throw VaultError(.io, "Could not allocate \(newCapacity) bytes to read the vault file.")
         }
         buffer = memory

@@ -3,7 +3,7 @@
 // live entries resealed for a rewrite. No lock, no clock; bytes come from a ``LogSource`` (the
 // file, or a byte array in RecordLogTests). The index holds where each live record lies, not
 // its bytes: a lookup reads and opens its one record.
-internal import Foundation
+internal import FoundationEssentials
 
 /// The in-memory state of one vault's log: which sealed record is the latest for each key,
 /// where the last complete batch ends, and whether bytes after it belong to an interrupted write.

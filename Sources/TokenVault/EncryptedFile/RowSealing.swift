@@ -2,7 +2,7 @@
 // sealed backends, such as TokenVaultPostgres. Nothing here is public, and no crypto is
 // duplicated: keys come from KeyMaterial and VaultKeys, records are SealedRecord plaintexts sealed
 // with Sodium's XChaCha20-Poly1305, exactly as in the file.
-package import Foundation
+package import FoundationEssentials
 internal import Synchronization
 
 /// A key or passphrase read from a ``VaultConfiguration/KeySource``, in secure memory.

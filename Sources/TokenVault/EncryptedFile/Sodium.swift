@@ -1,6 +1,6 @@
 // Owns: the libsodium calls of the library (init, AEAD, KDF, Argon2id, hashing, encoding).
 internal import CSodium
-import Foundation
+import FoundationEssentials
 
 /// libsodium, reached only through here (the one file that imports CSodium): initialisation,
 /// secure memory, randomness, BLAKE2b, SHA-256, subkeys, Argon2id and XChaCha20-Poly1305.

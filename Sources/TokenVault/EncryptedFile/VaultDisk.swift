@@ -2,7 +2,7 @@
 // opening the vault file (read-write, or read-only when that is all this process may do),
 // reading it whole or from an offset, appending a batch durably, and replacing it atomically.
 // It knows bytes and descriptors, not records (that is ``RecordLog``).
-internal import Foundation
+internal import FoundationEssentials
 internal import Logging
 internal import TokenVaultSystem
 
@@ -91,7 +91,7 @@ final class LockFile: Sendable {
             }
             let sleep = min(pause, deadline - now)
             let (seconds, attoseconds) = sleep.components
-            Thread.sleep(forTimeInterval: Double(seconds) + Double(attoseconds) / 1e18)
+            SystemCall.sleep(seconds: Double(seconds) + Double(attoseconds) / 1e18)
             pause = min(pause * 2, .milliseconds(50))
         }
     }
@@ -100,7 +100,7 @@ final class LockFile: Sendable {
     static func seconds(_ duration: Duration) -> String {
         let (seconds, attoseconds) = duration.components
         let value = Double(seconds) + Double(attoseconds) / 1e18
-        return value == value.rounded() ? "\(Int64(value)) s" : String(format: "%.1f s", value)
+        return value == value.rounded() ? "\(Int64(value)) s" : "\(oneDecimal(value)) s"
     }
 
     func unlock() throws {
@@ -129,7 +129,7 @@ final class LockFile: Sendable {
         else { return nil }
         let major = ((status.device >> 8) & 0xfff) | ((status.device >> 32) & ~0xfff)
         let minor = (status.device & 0xff) | ((status.device >> 12) & ~0xff)
-        let file = String(format: "%02x:%02x:%llu", major, minor, status.inode)
+        let file = "\(hexDigits(major, width: 2)):\(hexDigits(minor, width: 2)):\(status.inode)"
         for line in table.split(separator: "\n") where !line.contains("->") {
             // "1: FLOCK  ADVISORY  WRITE 12345 08:01:123456 0 EOF"
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)

@@ -2,7 +2,7 @@
 // keeping the in-memory ``RecordLog`` in step with the file and with other processes, writes
 // under the exclusive lock, compaction and rekey. Bytes-to-records is ``RecordLog``; descriptors,
 // locks and atomic replacement are ``VaultDisk`` and ``LockFile``.
-internal import Foundation
+internal import FoundationEssentials
 internal import Logging
 internal import Synchronization
 internal import TokenVaultSystem

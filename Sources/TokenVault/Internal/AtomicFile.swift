@@ -1,7 +1,7 @@
 // Owns: replacing a file atomically (the vault's compaction and rekey, the migration's plist
 // rewrite) and creating a directory with its missing parents. One recipe for both callers:
 // a unique temporary file in the same directory, write, `fsync`, `rename`, `fsync` the directory.
-internal import Foundation
+internal import FoundationEssentials
 package import Logging
 internal import TokenVaultSystem
 

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 internal import TokenVaultSystem
 
@@ -171,17 +171,7 @@ public struct AuthorizationCodeLogin: Sendable {
     public static func openInBrowser(_ url: URL, environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
         guard environment["DISPLAY"].map({ !$0.isEmpty }) == true || environment["WAYLAND_DISPLAY"].map({ !$0.isEmpty }) == true
         else { return false }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["xdg-open", url.absoluteString]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        do {
-            try process.run()
-            return true
-        } catch {
-            return false
-        }
+        return SystemCall.spawnQuietly(["xdg-open", url.absoluteString])
     }
 
     /// Compares two secrets without stopping at the first difference.
@@ -202,8 +192,8 @@ public struct AuthorizationCodeLogin: Sendable {
     }
 
     static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        data.base64EncodedString().replacing("+", with: "-").replacing("/", with: "_")
+            .replacing("=", with: "")
     }
 }
 
@@ -297,7 +287,7 @@ final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, use
             if parts.count == 2 {
                 for pair in parts[1].split(separator: "&") {
                     let field = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                    let decode = { (text: Substring) in String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding }
+                    let decode = { (text: Substring) in String(text).replacing("+", with: " ").percentDecoded }
                     guard let name = decode(field[0]) else { continue }
                     query[name] = field.count == 2 ? decode(field[1]) ?? "" : ""
                 }
@@ -324,12 +314,10 @@ final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, use
         guard let address = try? SystemCall.inetAddress(connection, peer: true) else { return false }
         // The kernel prints an address as the hex of its raw (network-order) 32 bits read in host
         // order, and a port as its number.
-        let peer = String(format: "%08X:%04X", address.address, address.port)
-        let ours = String(format: "%08X:%04X", SystemCall.loopbackAddressRaw, listeningPort)
+        let peer = "\(hexDigits(address.address, width: 8, uppercase: true)):\(hexDigits(address.port, width: 4, uppercase: true))"
+        let ours = "\(hexDigits(SystemCall.loopbackAddressRaw, width: 8, uppercase: true)):\(hexDigits(listeningPort, width: 4, uppercase: true))"
         // Read to the end: procfs files report a size of 0.
-        guard let file = FileHandle(forReadingAtPath: "/proc/net/tcp"), let bytes = try? file.readToEnd() else { return true }
-        try? file.close()
-        let table = String(decoding: bytes, as: UTF8.self)
+        guard let table = try? SystemCall.readWhole("/proc/net/tcp") else { return true }
         for line in table.split(separator: "\n").dropFirst() {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid …
@@ -358,13 +346,13 @@ final class LoopbackListener: @unchecked Sendable {  // a socket descriptor, use
         guard let text = String(bytes: data, encoding: .utf8) else { return nil }
         let lines = text.split(separator: "\r\n", omittingEmptySubsequences: false)
         guard let requestLine = lines.first else { return nil }
-        let fields = requestLine.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: " ")
+        let fields = requestLine.trimmingWhitespaceAndNewlines().split(separator: " ")
         guard fields.count == 3, fields[0] == "GET" else { return nil }
         var host: String?
         for line in lines.dropFirst() {
             if line.isEmpty { break }
             guard let colon = line.firstIndex(of: ":"), line[..<colon].lowercased() == "host" else { continue }
-            host = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            host = line[line.index(after: colon)...].trimmingWhitespace()
         }
         return (String(fields[1]), host)
     }

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// What an authorization server says about itself (OpenID Connect Discovery 1.0, RFC 8414): its
 /// issuer, its endpoints and the client authentication methods its token endpoint takes. Get it

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// The OAuth client as its authorization server knows it: the token endpoint, the client id and
 /// how it authenticates, and what to ask for. Stored with the token (see <doc:StoredTokenFormat>),
@@ -115,7 +115,7 @@ public struct ClientRegistration: Sendable, Equatable, Codable, CustomStringConv
 
     /// `127.0.0.0/8`, `::1` and `localhost`.
     package static func isLoopback(_ host: String) -> Bool {
-        let host = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let host = host.lowercased().trimming { $0 == "[" || $0 == "]" }
         if host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0] == "127" else { return false }

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// A started device authorization (RFC 8628 §3.2): what to show the user, and what the client
 /// polls with. The device code is kept inside; `description` never shows it.

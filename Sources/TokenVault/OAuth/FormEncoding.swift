@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// `application/x-www-form-urlencoded`, as the WHATWG URL standard and RFC 6749 Appendix B
 /// define it: letters, digits and `*-._` stay, a space becomes `+`, every other byte of the
@@ -14,7 +14,7 @@ enum FormEncoding {
             } else if byte == 0x20 {
                 result.append("+")
             } else {
-                result += String(format: "%%%02X", byte)
+                result += "%" + hexString([byte]).uppercased()
             }
         }
         return result
@@ -28,7 +28,7 @@ enum FormEncoding {
     static func decode(_ body: String) -> [(name: String, value: String)] {
         body.split(separator: "&").compactMap { pair in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let decode = { (text: Substring) in String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding }
+            let decode = { (text: Substring) in String(text).replacing("+", with: " ").percentDecoded }
             guard let name = decode(parts[0]), let value = decode(parts.count > 1 ? parts[1] : "") else { return nil }
             return (name, value)
         }

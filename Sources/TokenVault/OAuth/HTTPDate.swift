@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The IMF-fixdate of HTTP (RFC 9110 §5.6.7), such as `Sun, 06 Nov 1994 08:49:37 GMT`, read by
 /// hand: a `DateFormatter` would load ICU and its locale data for one header (issue 17).

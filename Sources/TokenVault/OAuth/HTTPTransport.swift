@@ -1,5 +1,5 @@
 internal import CCurl
-import Foundation
+import FoundationEssentials
 internal import Synchronization
 
 /// One HTTP POST (or a GET, for discovery) on libcurl, which is opened with dlopen on the first request (see `CCurl.h`).
@@ -29,7 +29,7 @@ enum HTTPTransport {
 
         /// The first value of the header field `name` (case-insensitive).
         func value(forHeader name: String) -> String? {
-            headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+            headers.first { $0.name.equalsIgnoringCase(name) }?.value
         }
     }
 
@@ -137,13 +137,6 @@ enum HTTPTransport {
         return string.withCString { body($0) }
     }
 
-    private static func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
-        let copies = strings.map { strdup($0) }
-        defer { copies.forEach { free($0) } }
-        let pointers = copies.map { UnsafePointer($0) }
-        return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
-    }
-
     /// One transfer: owns the C transfer (freed in `deinit`, once its thread let go of it) and
     /// resumes the caller once, with whichever outcome comes first.
     private final class Transfer: Sendable {
@@ -249,8 +242,8 @@ enum HTTPTransport {
         return text.split(omittingEmptySubsequences: true, whereSeparator: { $0 == "\r\n" || $0 == "\n" || $0 == "\r" })
             .compactMap { line in
                 guard !line.hasPrefix("HTTP/"), let colon = line.firstIndex(of: ":") else { return nil }
-                let name = line[..<colon].trimmingCharacters(in: .whitespaces)
-                let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                let name = line[..<colon].trimmingWhitespace()
+                let value = line[line.index(after: colon)...].trimmingWhitespace()
                 return name.isEmpty ? nil : (name, value)
             }
     }

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// Sends requests to a resource server with the fresh access token of one vault entry, and
 /// recovers once when the server refuses it: the few lines every OAuth client writes, once.
@@ -147,8 +147,8 @@ public struct TokenAuthorizer: Sendable {
             { fields in
                 var authorized = request
                 authorized.headers.removeAll { field in
-                    fields.contains { $0.name.caseInsensitiveCompare(field.name) == .orderedSame }
-                        || field.name.caseInsensitiveCompare("DPoP") == .orderedSame
+                    fields.contains { $0.name.equalsIgnoringCase(field.name) }
+                        || field.name.equalsIgnoringCase("DPoP")
                 }
                 authorized.headers.append(contentsOf: fields)
                 return try await transport.send(authorized)
@@ -156,7 +156,7 @@ public struct TokenAuthorizer: Sendable {
             answer: { response in
                 Answer(
                     status: response.status,
-                    challenges: response.headers.filter { $0.name.caseInsensitiveCompare("WWW-Authenticate") == .orderedSame }.map(\.value),
+                    challenges: response.headers.filter { $0.name.equalsIgnoringCase("WWW-Authenticate") }.map(\.value),
                     dpopNonce: response.value(forHeader: "DPoP-Nonce"))
             })
     }
@@ -197,9 +197,9 @@ public struct TokenAuthorizer: Sendable {
 
     private static func hasError(_ code: String, in field: String, schemes: [String] = ["bearer", "dpop"]) -> Bool {
         let lowered = field.lowercased()
-        guard let scheme = schemes.lazy.compactMap({ lowered.range(of: $0) }).first else { return false }
+        guard let scheme = schemes.lazy.compactMap({ lowered.firstRange(of: $0) }).first else { return false }
         var rest = lowered[scheme.upperBound...]
-        while let error = rest.range(of: "error") {
+        while let error = rest.firstRange(of: "error") {
             let before = rest[..<error.lowerBound].last
             rest = rest[error.upperBound...]
             // `error`, not `error_description` or `my_error`.

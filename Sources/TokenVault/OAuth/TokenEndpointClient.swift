@@ -1,4 +1,5 @@
-package import Foundation
+package import FoundationEssentials
+internal import TokenVaultSystem
 internal import CCurl
 
 /// Sends OAuth requests to a token endpoint (and a device authorization endpoint) the way the
@@ -336,7 +337,7 @@ public struct TokenEndpointClient: Sendable {
         }
         let fields = headers.compactMap { line -> (name: String, value: String)? in
             guard let colon = line.firstIndex(of: ":") else { return nil }
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            let value = line[line.index(after: colon)...].trimmingWhitespace()
             return value.isEmpty ? nil : (String(line[..<colon]), value)  // "Expect:" is curl's, not a field
         }
         let answer = try await transport.send(
@@ -360,7 +361,7 @@ public struct TokenEndpointClient: Sendable {
     static func secondsText(_ duration: Duration) -> String {
         let value = seconds(duration)
         if value == value.rounded() { return "\(Int(value)) s" }
-        return String(format: "%.1f s", value)
+        return "\(oneDecimal(value)) s"
     }
 
     /// What an OAuth error response means for the caller.
@@ -394,14 +395,14 @@ public struct TokenEndpointClient: Sendable {
 
     private static func kind(of response: HTTPTransport.Response) -> String {
         guard let type = response.value(forHeader: "Content-Type")?.split(separator: ";").first else { return "" }
-        let plain = type.trimmingCharacters(in: .whitespaces)
+        let plain = type.trimmingWhitespace()
         guard plain.count <= 60, plain.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else { return "" }
         return " with a \(plain) body"
     }
 
     /// `Retry-After` as seconds or an HTTP date (RFC 9110 §10.2.3).
     static func retryAfter(_ header: String?, now: Date) -> Duration? {
-        guard let value = header?.trimmingCharacters(in: .whitespaces) else { return nil }
+        guard let value = header?.trimmingWhitespace() else { return nil }
         if let seconds = Int(value), seconds >= 0 { return .seconds(seconds) }
         guard let date = HTTPDate.parse(value) else { return nil }
         return .milliseconds(Int(max(0, date.timeIntervalSince(now)) * 1000))
@@ -443,7 +444,7 @@ public struct TokenEndpointClient: Sendable {
         if failure.timedOut { return "no answer within the time-out" }
         switch failure.code {
         case Int32(TV_CURLE_COULDNT_CONNECT):
-            return failure.osErrno == ECONNREFUSED ? "the connection was refused" : "could not connect (\(failure.reason))"
+            return failure.osErrno == Errno.connectionRefused.rawValue ? "the connection was refused" : "could not connect (\(failure.reason))"
         case Int32(TV_CURLE_SEND_ERROR), Int32(TV_CURLE_RECV_ERROR), Int32(TV_CURLE_GOT_NOTHING), Int32(TV_CURLE_PARTIAL_FILE):
             return "the connection was lost"
         case Int32(TV_CURLE_COULDNT_RESOLVE_HOST), Int32(TV_CURLE_COULDNT_RESOLVE_PROXY):

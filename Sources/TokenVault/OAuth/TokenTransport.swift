@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// How the OAuth client (``TokenEndpointClient``) sends its requests: TokenVault's built-in
 /// transport (libcurl, opened on the first request) unless the app supplies its own, such as its
@@ -38,7 +38,7 @@ public struct TokenTransportRequest: Sendable {
 
     /// The first value of the header field `name` (case-insensitive).
     public func value(forHeader name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        headers.first { $0.name.equalsIgnoringCase(name) }?.value
     }
 
     /// The form fields of the body, decoded.
@@ -62,6 +62,6 @@ public struct TokenTransportResponse: Sendable {
 
     /// The first value of the header field `name` (case-insensitive).
     public func value(forHeader name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        headers.first { $0.name.equalsIgnoringCase(name) }?.value
     }
 }

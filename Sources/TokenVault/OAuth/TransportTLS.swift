@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// TLS files for TokenVault's built-in transport (libcurl): a CA bundle to trust instead of the
 /// system's CA store, and a client certificate with its key for mutual TLS client authentication

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 import Logging
 
 /// What ``Vault/logout(_:forgetAnyway:timeout:client:)`` did.

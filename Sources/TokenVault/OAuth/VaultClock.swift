@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// The time as TokenVault's refresh and grants see it, and how they wait.
 ///

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// Single flight per key inside one process: concurrent callers that find the same key stale

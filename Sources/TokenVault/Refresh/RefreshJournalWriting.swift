@@ -1,6 +1,6 @@
 // Owns: the seam through which a store whose refresh writes commit with its lock writes the
 // refresh journal apart from them.
-package import Foundation
+package import FoundationEssentials
 
 /// The view a ``StoreRefreshLocking`` store gives under its lock, when what that view saves is
 /// committed only with the lock's release (PostgreSQL: one transaction holding

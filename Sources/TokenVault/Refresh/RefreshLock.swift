@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 internal import TokenVaultSystem
 
@@ -85,17 +85,17 @@ struct RefreshLockDirectory: Sendable {
             withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { input.append(contentsOf: $0) }
             input.append(bytes)
         }
-        let name = Sodium.shortHash(input).map { String(format: "%02x", $0) }.joined()
-        return (path as NSString).appendingPathComponent("\(name).lock")
+        let name = hexString(Sodium.shortHash(input))
+        return PathText.appending(path, "\(name).lock")
     }
 
     /// Lock files for the encrypted file at `vaultPath`: a `0700` directory next to it, named
     /// after it (`tokens.vault` → `tokens.vault.locks/`).
     static func forVaultFile(_ vaultPath: String) throws -> RefreshLockDirectory {
-        let absolute = (vaultPath as NSString).standardizingPath
-        let parent = (absolute as NSString).deletingLastPathComponent
-        let name = (absolute as NSString).lastPathComponent
-        let directory = (parent as NSString).appendingPathComponent("\(name).locks")
+        let absolute = PathText.standardized(vaultPath)
+        let parent = PathText.deletingLastComponent(absolute)
+        let name = PathText.lastComponent(absolute)
+        let directory = PathText.appending(parent, "\(name).locks")
         try ensurePrivateDirectory(directory)
         return RefreshLockDirectory(path: directory, scope: "file")
     }
@@ -112,14 +112,14 @@ struct RefreshLockDirectory: Sendable {
     ) throws -> RefreshLockDirectory {
         let base: String
         if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"), isOwnPrivateDirectory(runtime) {
-            base = (runtime as NSString).appendingPathComponent("token-vault")
+            base = PathText.appending(runtime, "token-vault")
         } else if isOwnPrivateDirectory(systemRuntime) {
-            base = (systemRuntime as NSString).appendingPathComponent("token-vault")
+            base = PathText.appending(systemRuntime, "token-vault")
         } else {
             base = "/tmp/token-vault-\(SystemCall.effectiveUserID)"
         }
         try ensurePrivateDirectory(base)
-        let directory = (base as NSString).appendingPathComponent("locks")
+        let directory = PathText.appending(base, "locks")
         try ensurePrivateDirectory(directory)
         return RefreshLockDirectory(path: directory, scope: scope)
     }

@@ -1,5 +1,5 @@
 // Owns: what a store tells the refresh flight about where its refreshes meet.
-import Foundation
+import FoundationEssentials
 
 /// Where the refreshes of a store's entries meet, so that one refresh happens per expiry: a
 /// requirement of ``CredentialStore`` (``CredentialStore/refreshLockPlacement()``).
@@ -66,7 +66,7 @@ public struct RefreshLockPlacement: Sendable {
     /// reaches one vault meets at the same locks.
     static func besideVaultFile(_ path: String) throws -> RefreshLockPlacement {
         RefreshLockPlacement(
-            identity: .named("file:\((path as NSString).standardizingPath)"), lock: .files(try .forVaultFile(path)))
+            identity: .named("file:\(PathText.standardized(path))"), lock: .files(try .forVaultFile(path)))
     }
 
     /// The store's own lock, which spans hosts.

@@ -1,4 +1,4 @@
-package import Foundation
+package import FoundationEssentials
 
 /// A token entry as stored: the token's own stored form, plus, when present, two fields that
 /// earlier releases do not write and ignore when reading:
@@ -146,6 +146,6 @@ package struct RefreshRejection: Codable, Sendable, Equatable {
         try Sodium.ensureInitialized()
         var input = Data("tokenvault-rejected-refresh-v1".utf8)
         input.append(Data(refreshToken.utf8))
-        return Sodium.shortHash(input).map { String(format: "%02x", $0) }.joined()
+        return hexString(Sodium.shortHash(input))
     }
 }

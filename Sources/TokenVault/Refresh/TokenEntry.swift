@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// A stored token together with what the vault knows about refreshing it: its
 /// ``ClientRegistration``, if any, and the server's verdict if it rejected the refresh token.

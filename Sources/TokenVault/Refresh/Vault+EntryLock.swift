@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension Vault {
     /// Runs `body` holding `key`'s refresh lock, the one that ``freshToken(for:leeway:timeout:client:)``

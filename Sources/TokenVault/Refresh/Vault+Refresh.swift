@@ -1,4 +1,5 @@
-public import Foundation
+public import FoundationEssentials
+internal import TokenVaultSystem
 import Logging
 
 
@@ -239,7 +240,7 @@ extension Vault {
             var presenting = entry
             presenting.presenting = RefreshPresenting(
                 refreshTokenHash: try RefreshRejection.hash(refreshToken), at: Int64(date.timeIntervalSince1970.rounded()),
-                atMilliseconds: Int64((date.timeIntervalSince1970 * 1000).rounded()), pid: getpid())
+                atMilliseconds: Int64((date.timeIntervalSince1970 * 1000).rounded()), pid: SystemCall.processID)
             if let journaling = store as? any RefreshJournalWriting {
                 // Committed now, on its own, where every host sees it (the lock's writes wait for its release).
                 try await journaling.commitJournal(presenting.storedForm(), for: key)

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 internal import CLibSecret
 
 /// The one place where a GLib `GError` becomes a ``VaultError``.

@@ -1,6 +1,7 @@
-import Foundation
+import FoundationEssentials
 internal import Synchronization
 internal import CLibSecret
+internal import TokenVaultSystem
 
 /// A `GCancellable` that fires when a deadline passes or the calling task is cancelled.
 ///
@@ -84,7 +85,7 @@ final class GLibWorker: @unchecked Sendable {  // a GMainContext and its thread;
     static let shared = GLibWorker(name: "TokenVault.SecretService")
     static let detached = GLibWorker()
 
-    private let condition = NSCondition()
+    private let condition = ConditionLock()
     private var jobs: [@Sendable () -> Void] = []
     private let dedicated: Bool
 
@@ -93,15 +94,13 @@ final class GLibWorker: @unchecked Sendable {  // a GMainContext and its thread;
         dedicated = true
         // Without libsecret no job is ever submitted: `run` throws first.
         guard LibSecret.isLoaded else { return }
-        let thread = Thread { [self] in
+        SystemCall.startThread(name: name) { [self] in
             // Signals that libsecret's proxies subscribe to on this thread are delivered to this
             // context. It is drained after every job, so they never pile up unprocessed.
             let context = g_main_context_new()
             g_main_context_push_thread_default(context)
             runJobs(context)
         }
-        thread.name = name
-        thread.start()
     }
 
     /// A worker that starts a new thread for each job.
@@ -134,9 +133,7 @@ final class GLibWorker: @unchecked Sendable {  // a GMainContext and its thread;
 
     private func submit(_ job: @escaping @Sendable () -> Void) {
         guard dedicated else {
-            let thread = Thread { job() }
-            thread.name = "TokenVault.SecretService.probe"
-            thread.start()
+            SystemCall.startThread(name: "TokenVault.SecretService.probe") { job() }
             return
         }
         condition.lock()

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+internal import TokenVaultSystem
 internal import CLibSecret
 
 extension SecretServiceStore.Connection {
@@ -179,7 +180,7 @@ extension SecretServiceStore.Connection {
     func defaultCollectionPath(_ cancellable: UnsafeMutablePointer<GCancellable>, action: String) throws -> String {
         var path = "/"
         for attempt in 0..<3 {
-            if attempt > 0 { usleep(50_000) }
+            if attempt > 0 { SystemCall.sleep(seconds: 0.05) }
             var error: UnsafeMutablePointer<GError>?
             guard let read = tv_read_alias(connection, "default", -1, cancellable, &error) else {
                 throw GLibError.take(error, while: action)

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 internal import CLibSecret
 
 extension SecretServiceStore {
@@ -323,13 +323,10 @@ extension SecretServiceStore {
 
         /// Asks the provider to unlock `paths`. It may show a prompt. Returns how many were unlocked.
         func unlock(_ paths: [String], _ cancellable: UnsafeMutablePointer<GCancellable>, action: String) throws -> Int {
-            let strings = paths.map { strdup($0) }
-            defer { strings.forEach { free($0) } }
-            var array: [UnsafePointer<gchar>?] = strings.map { UnsafePointer($0) } + [nil]
             var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
             var error: UnsafeMutablePointer<GError>?
-            let count = array.withUnsafeMutableBufferPointer { buffer in
-                secret_service_unlock_dbus_paths_sync(service, buffer.baseAddress, cancellable, &unlocked, &error)
+            let count = withCStrings(paths) { array in
+                secret_service_unlock_dbus_paths_sync(service, array, cancellable, &unlocked, &error)
             }
             _ = Self.strings(unlocked)
             if count < 0 || (count == 0 && error != nil) {

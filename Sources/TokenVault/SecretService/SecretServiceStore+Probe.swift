@@ -1,4 +1,5 @@
-public import Foundation
+public import FoundationEssentials
+internal import TokenVaultSystem
 internal import CLibSecret
 
 extension SecretServiceStore {
@@ -103,7 +104,7 @@ private struct ProbeSteps {
         for attempt in 0..<3 {
             if attempt > 0 {
                 guard remaining > 100 else { break }
-                usleep(50_000)
+                SystemCall.sleep(seconds: 0.05)
             }
             guard let aliasPath = tv_read_alias(connection, "default", remaining, cancellable, &error) else {
                 return (.noProvider, "\(Self.busName) does not answer as a Secret Service: \(Self.describe(&error))")

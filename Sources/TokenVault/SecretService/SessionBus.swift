@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 internal import CLibSecret
 
 internal import TokenVaultSystem
@@ -19,7 +19,7 @@ enum SessionBus {
             return .address(address)
         }
         if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
-            let socket = (runtime as NSString).appendingPathComponent("bus")
+            let socket = PathText.appending(runtime, "bus")
             if let status = try? SystemCall.lstat(socket), status.isSocket {
                 return .address("unix:path=" + escapeAddressValue(socket))
             }
@@ -59,7 +59,7 @@ enum SessionBus {
     /// dictionary for it was 0.4 M instructions a time, a tenth of a cold `vault get` through the agent.
     static var displayPresentInProcess: Bool {
         for name in ["DISPLAY", "WAYLAND_DISPLAY"] {
-            if let value = getenv(name), value.pointee != 0 { return true }
+            if let value = SystemCall.environmentValue(name), !value.isEmpty { return true }
         }
         return false
     }

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// What was checked when an ID token was verified, and when: kept with the token (the stored
 /// form's `id_token_verified`), so that ``OAuthToken/verifiedIDTokenClaims`` answers without
@@ -72,7 +72,7 @@ public struct IDTokenVerification: Sendable, Hashable, Codable {
         try container.encode(audience, forKey: .audience)
         try container.encode(nonceChecked, forKey: .nonceChecked)
         try container.encode(Int64(verifiedAt.timeIntervalSince1970.rounded()), forKey: .verifiedAt)
-        try container.encode(idTokenDigest.map { String(format: "%02x", $0) }.joined(), forKey: .idTokenDigest)
+        try container.encode(hexString(idTokenDigest), forKey: .idTokenDigest)
     }
 
     private static func bytes(hex: String) -> [UInt8]? {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Any JSON value, used for the fields a token endpoint returned that ``OAuthToken`` does not model.
 public enum JSONValue: Sendable, Hashable, Codable {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Reads the `exp` claim of a JWT access token. The signature is not checked: the claim is used
 /// only to know when to refresh, never to trust the token.
@@ -17,7 +17,7 @@ enum JWT {
     }
 
     static func base64URLDecode(_ text: Substring) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        var base64 = String(text.replacing("-", with: "+").replacing("_", with: "/"))
         let remainder = base64.utf8.count % 4
         if remainder == 1 { return nil }
         if remainder > 0 { base64 += String(repeating: "=", count: 4 - remainder) }

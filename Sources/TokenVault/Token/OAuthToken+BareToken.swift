@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 extension OAuthToken {
     /// Builds a token from a bare access token, such as a personal access token pasted on its own

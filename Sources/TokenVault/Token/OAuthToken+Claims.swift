@@ -1,4 +1,4 @@
-package import Foundation
+package import FoundationEssentials
 
 extension OAuthToken {
     /// The claims of the OpenID Connect ID token, decoded from its payload and **not verified**.

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// The stored form of an ``OAuthToken``: compact JSON with a version field.
 ///

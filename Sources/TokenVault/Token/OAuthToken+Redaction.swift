@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Shows a secret as its first four characters and its length, and nothing of short secrets.
 func redacted(_ secret: String?) -> String {
@@ -18,7 +18,7 @@ extension OAuthToken: CustomStringConvertible, CustomDebugStringConvertible, Cus
         ]
         if idToken != nil { parts.append("id: \(redacted(idToken))") }
         if !scopes.isEmpty { parts.append("scopes: \(scopes.joined(separator: " "))") }
-        parts.append("expires: \(expiresAt.map { ISO8601DateFormatter().string(from: $0) } ?? "unknown")")
+        parts.append("expires: \(expiresAt.map { $0.ISO8601Format() } ?? "unknown")")
         if !additionalFields.isEmpty {
             parts.append("other fields: \(additionalFields.keys.sorted().joined(separator: ", "))")
         }

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 extension OAuthToken {
     /// Builds a token from a token endpoint's response body.
@@ -105,7 +105,7 @@ extension OAuthToken {
         case .number(let number)?:
             seconds = number
         case .string(let text)?:
-            guard let number = Double(text.trimmingCharacters(in: .whitespaces)) else {
+            guard let number = Double(text.trimmingWhitespace()) else {
                 throw VaultError(.invalidInput, "The response's \(field) is not a number.")
             }
             seconds = number
@@ -249,7 +249,7 @@ enum TokenResponseFields {
         guard let text = String(data: body, encoding: .utf8) else {
             throw VaultError(.invalidInput, "The token response is not UTF-8 text.")
         }
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = text.trimmingWhitespaceAndNewlines()
         guard !trimmed.isEmpty else {
             throw VaultError(.invalidInput, "The token response is empty.")
         }
@@ -295,7 +295,7 @@ enum TokenResponseFields {
     }
 
     private static func decode(_ component: Substring) -> String? {
-        String(component).replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+        String(component).replacing("+", with: " ").percentDecoded
     }
 
     /// A field name fit for a message: short, printable, or omitted.

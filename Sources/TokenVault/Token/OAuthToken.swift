@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// An OAuth 2.0 token as a token endpoint issued it, with the times that decide when it expires.
 ///

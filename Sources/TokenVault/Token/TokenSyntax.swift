@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The characters each part of a token may hold, checked wherever a token comes in (a token
 /// response, a bare token, a migrated plist) and wherever one is read back from a store, so that
