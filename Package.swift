@@ -220,18 +220,21 @@ package.targets += [
         dependencies: [
             "TokenVault",
             "TokenVaultGit",
-            "TokenVaultMigration",
             "TokenVaultSystem",
             .product(name: "ArgumentParser", package: "swift-argument-parser", condition: .when(traits: ["CLI"])),
         ]
     ),
+    // `vault migrate`'s work (TokenVaultMigration, which needs Foundation for plists), for
+    // `vault-full` only: `vault` links FoundationEssentials alone, so that a cold `vault get`
+    // neither loads nor initializes Foundation, CoreFoundation and ICU, and hands `migrate` over.
+    .target(name: "VaultCLIMigration", dependencies: ["VaultCLI", "TokenVault", "TokenVaultMigration"]),
     // Without postgres-nio, NIO, BoringSSL, swift-crypto and jwt-kit: measured, a cold file-vault
     // `vault get` took 25 % less CPU and started 4 ms sooner once postgres-nio was out of the binary
     // (issue 17), and 15 % fewer instructions once swift-crypto and jwt-kit were (issue 32: 10.30 M ->
     // 8.74 M, callgrind; 8.66 M before they came).
     .executableTarget(name: "vault", dependencies: ["VaultCLI", "TokenVaultSystem"]),
     .executableTarget(
-        name: "vault-full", dependencies: ["VaultCLI", "TokenVault", "TokenVaultSystem", "TokenVaultPostgres", "TokenVaultDPoP", "TokenVaultIDToken"]),
+        name: "vault-full", dependencies: ["VaultCLI", "VaultCLIMigration", "TokenVault", "TokenVaultSystem", "TokenVaultPostgres", "TokenVaultDPoP", "TokenVaultIDToken"]),
 ]
 
 // MARK: - Tests

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 public import TokenVault
 
 /// The vault as a git credential helper: which entry a request of git's names, and what `get`,

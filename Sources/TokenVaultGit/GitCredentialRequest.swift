@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 import TokenVault
 
 /// One message of git's credential protocol (`git help credential`, "INPUT/OUTPUT FORMAT"), as

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 import TokenVault
 
 /// What a credential helper's `get` answers git: `username`, `password` and, when the token's

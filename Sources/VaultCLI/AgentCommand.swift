@@ -1,7 +1,8 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 @_spi(AgentWire) import TokenVault
 
 internal import TokenVaultSystem
@@ -110,7 +111,7 @@ extension VaultCommand {
             var environment = ProcessInfo.processInfo.environment
             environment["TOKEN_VAULT_AGENT"] = nil
             // Under socket activation the service manager made the socket; its path is only shown.
-            let activated = environment["LISTEN_FDS"] == "1" && environment["LISTEN_PID"] == String(getpid())
+            let activated = environment["LISTEN_FDS"] == "1" && environment["LISTEN_PID"] == String(SystemCall.processID)
             guard let path = socket ?? AgentProtocol.socketPath(environment: environment) ?? (activated ? "(the socket systemd passed)" : nil) else {
                 throw VaultError(
                     .configurationError, "XDG_RUNTIME_DIR is not set, so the agent has no socket directory; give --socket or TOKEN_VAULT_AGENT_SOCKET.")
@@ -172,7 +173,7 @@ extension VaultCommand {
                 return source
             }
             try Output.note(
-                "vault agent: serving the \(plan.backend?.rawValue ?? configuration.backend.rawValue) vault on \(path) (pid \(getpid()), protocol \(AgentProtocol.version)\(policy.map { ", policy \($0): \(options.policy?.grants.count ?? 0) grants" } ?? ""), \(server.isUnlocked ? "unlocked" : "locked: vault unlock unlocks it"))")
+                "vault agent: serving the \(plan.backend?.rawValue ?? configuration.backend.rawValue) vault on \(path) (pid \(SystemCall.processID), protocol \(AgentProtocol.version)\(policy.map { ", policy \($0): \(options.policy?.grants.count ?? 0) grants" } ?? ""), \(server.isUnlocked ? "unlocked" : "locked: vault unlock unlocks it"))")
             // The start (argument parsing, the backend plan, opening the vault) ran code that
             // serving never runs again: drop its mappings; what serving runs is mapped back.
             SystemCall.releaseExecutableCodeMappings()
@@ -197,8 +198,8 @@ extension VaultCommand {
         func run() async throws {
             let client = try AgentCLI.requireAgent()
             let passphrase: SecretBytes
-            if !Terminal.isTerminal(STDIN_FILENO) {
-                passphrase = try AgentCLI.readLine(from: STDIN_FILENO)
+            if !Terminal.isTerminal(SystemCall.standardInput) {
+                passphrase = try AgentCLI.readLine(from: SystemCall.standardInput)
             } else if let terminal = Terminal.openControllingTerminal() {
                 defer { SystemCall.closeAfterUse(terminal) }
                 passphrase = try Terminal.readPassphrase(prompt: "Passphrase for the agent's vault: ", terminal: terminal)

@@ -3,7 +3,7 @@
 // what only the latter has: a backend the plan names, a DPoP signature, an ID-token check.
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 package import TokenVault
 
 import Glibc
@@ -12,14 +12,18 @@ internal import TokenVaultSystem
 
 /// The entry point of both executables.
 package enum VaultProgram: Sendable {
-    /// Registers `backends` with the backend plan (``VaultBackends``) and `idTokens` as the
-    /// login's ID-token check, then runs the `vault` command line. `vault` registers none and hands
-    /// a command that needs what it left out to `vault-full` (``BackendHandoff``); `vault-full`
-    /// registers PostgreSQL, the DPoP signer (`DPoP.install()`, before this call) and jwt-kit's
-    /// ID-token verifier.
-    package static func main(registering backends: [any VaultBackend] = [], idTokens: (any LoginIDTokenVerifying)? = nil) -> Never {
+    /// Registers `backends` with the backend plan (``VaultBackends``), `idTokens` as the login's
+    /// ID-token check and `migrator` as `vault migrate`'s, then runs the `vault` command line.
+    /// `vault` registers none and hands a command that needs what it left out to `vault-full`
+    /// (``BackendHandoff``); `vault-full` registers PostgreSQL, the DPoP signer (`DPoP.install()`,
+    /// before this call), jwt-kit's ID-token verifier and TokenVaultMigration.
+    package static func main(
+        registering backends: [any VaultBackend] = [], idTokens: (any LoginIDTokenVerifying)? = nil,
+        migrator: (any DefaultsMigrating)? = nil
+    ) -> Never {
         for backend in backends { VaultBackends.register(backend) }
         if let idTokens { LoginIDTokenVerifiers.installed.withLock { $0 = idTokens } }
+        if let migrator { DefaultsMigrators.installed.withLock { $0 = migrator } }
         // SIGTERM, SIGINT and SIGHUP wait while a refresh is between its request and its save:
         // a rotated refresh token dies with the process otherwise (issue 33).
         RefreshTermination.holdDuringRefresh(
@@ -113,9 +117,12 @@ enum BackendHandoff {
         guard !VaultProgram.isFull else { return }
         // Always in `vault-full`, since each may sign a DPoP proof or verify an ID token before it
         // can know whether it will: `login`, `agent` (it refreshes and signs for its clients),
-        // `rotate-dpop-key`. (Concrete type checks: a cold `vault get` pays no protocol
-        // conformance lookup for them.)
-        if command is VaultCommand.Login || command is VaultCommand.Agent || command is VaultCommand.RotateDPoPKey {
+        // `rotate-dpop-key`; and `migrate`, whose plist reading needs Foundation, which `vault`
+        // does not link. (Concrete type checks: a cold `vault get` pays no protocol conformance
+        // lookup for them.)
+        if command is VaultCommand.Login || command is VaultCommand.Agent || command is VaultCommand.RotateDPoPKey
+            || command is VaultCommand.Migrate
+        {
             try execute(fullProgram, for: "`vault \(Swift.type(of: command).configuration.commandName ?? "")`")
         }
         if let get = command as? VaultCommand.Get, get.rejectedTokenFile == "-" {
@@ -139,10 +146,10 @@ enum BackendHandoff {
 
     /// Where `program` may be, in order, for the executable at `executable`.
     static func candidates(_ program: String, besides executable: String) -> [String] {
-        let directory = (executable as NSString).deletingLastPathComponent
+        let directory = PathText.deletingLastComponent(executable)
         return [
-            (directory as NSString).appendingPathComponent(program),
-            ((directory as NSString).appendingPathComponent("../libexec/tokenvault/\(program)") as NSString).standardizingPath,
+            PathText.appending(directory, program),
+            PathText.standardized(PathText.appending(directory, "../libexec/tokenvault/\(program)")),
         ]
     }
 

@@ -2,7 +2,7 @@
 // Owns: how `vault run` starts its command (posix_spawnp, the environment, the descriptors and
 // signal dispositions it inherits), forwards signals to it, and turns its end into an exit status.
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import Synchronization
 import TokenVault
 internal import TokenVaultSystem
@@ -115,7 +115,7 @@ enum ChildLauncher {
     /// Marks every descriptor above 2 that the caller did not give vault close-on-exec: the vault
     /// file, its lock files, a keyring's bus connection, a token endpoint's socket.
     private static func closeOnExecAllBut(_ inherited: Set<Int32>) {
-        for fd in openDescriptors() where fd > STDERR_FILENO && !inherited.contains(fd) {
+        for fd in openDescriptors() where fd > SystemCall.standardError && !inherited.contains(fd) {
             SystemCall.setCloseOnExec(fd)
         }
     }

@@ -1,5 +1,5 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
-import Foundation
+import FoundationEssentials
 import TokenVault
 
 internal import TokenVaultSystem
@@ -31,7 +31,7 @@ extension VaultCommand.Get {
         guard let path = rejectedTokenFile else { return nil }
         let data: Data
         if path == "-" {
-            data = try Self.readAll(STDIN_FILENO, name: "stdin")
+            data = try Self.readAll(SystemCall.standardInput, name: "stdin")
         } else {
             let fd: Int32
             do {

@@ -1,6 +1,6 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import TokenVault
 
 extension VaultCommand {
@@ -113,7 +113,7 @@ extension VaultCommand {
             guard let token = stored else {
                 throw VaultError.nothingStored(for: key)
             }
-            if let url = url.flatMap(URL.init(string:)), token.tokenType.caseInsensitiveCompare("DPoP") == .orderedSame {
+            if let url = url.flatMap(URL.init(string:)), token.tokenType.equalsIgnoringCase("DPoP") {
                 try checkExpiry(token, refreshed: refreshed, key: key)
                 // The proof is signed here, for this request; the key stays in the vault.
                 let proof = try await vault.dpopProof(for: key, method: requestMethod, url: url, accessToken: token.accessToken)
@@ -222,16 +222,16 @@ extension VaultCommand {
             var fields: [String: Any] = [
                 "access_token": token.accessToken,
                 "token_type": token.tokenType,
-                "refresh_token": token.refreshToken ?? NSNull(),
-                "scope": token.scope ?? NSNull(),
-                "id_token": token.idToken ?? NSNull(),
-                "expires_at": token.expiresAt.map(Output.timestamp) ?? NSNull(),
+                "refresh_token": token.refreshToken ?? JSONNull(),
+                "scope": token.scope ?? JSONNull(),
+                "id_token": token.idToken ?? JSONNull(),
+                "expires_at": token.expiresAt.map(Output.timestamp) ?? JSONNull(),
                 "expired": pastExpiry,
                 "expires_within_leeway": !pastExpiry && token.isExpired(at: now, leeway: Self.leeway),
                 // A DPoP-bound entry (RFC 9449): the RFC 7638 thumbprint of its key's public half (the
                 // `cnf.jkt` the server bound the token to) and the proofs' algorithm; null otherwise.
-                "dpop_jkt": dpop?.thumbprint ?? NSNull(),
-                "dpop_alg": dpop?.algorithm.name ?? NSNull(),
+                "dpop_jkt": dpop?.thumbprint ?? JSONNull(),
+                "dpop_alg": dpop?.algorithm.name ?? JSONNull(),
             ]
             // The ID token's claims, and whether `vault login` verified them (a stored record; no
             // cryptography here). `id_token_verified` is false for claims that were not verified.

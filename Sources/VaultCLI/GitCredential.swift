@@ -1,6 +1,6 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import TokenVault
 import TokenVaultGit
 
@@ -278,7 +278,7 @@ extension VaultCommand {
                 let count: Int
                 do {
                     count = try chunk.withUnsafeMutableBytes { raw in
-                        try SystemCall.read(STDIN_FILENO, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<min(raw.count, limit - data.count)]))
+                        try SystemCall.read(SystemCall.standardInput, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<min(raw.count, limit - data.count)]))
                     }
                 } catch {
                     throw VaultError(.io, "Could not read the credential request from standard input: \(Errno.message((error as? Errno)?.rawValue ?? Errno.ioError.rawValue)).")
@@ -286,8 +286,8 @@ extension VaultCommand {
                 if count == 0 { break }
                 data.append(contentsOf: chunk[0..<count])
                 // A blank line ends the request; an interactive caller need not press Ctrl-D.
-                if data.first == UInt8(ascii: "\n") || data.range(of: Data("\n\n".utf8)) != nil
-                    || data.range(of: Data("\n\r\n".utf8)) != nil
+                if data.first == UInt8(ascii: "\n") || data.firstRange(of: Array("\n\n".utf8)) != nil
+                    || data.firstRange(of: Array("\n\r\n".utf8)) != nil
                 {
                     break
                 }

@@ -1,6 +1,6 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import TokenVault
 
 /// How long a command that talks to the token endpoint may wait for it: one deadline for the

@@ -1,6 +1,6 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import TokenVault
 
 extension VaultCommand {
@@ -71,9 +71,9 @@ extension VaultCommand {
                     rows.map {
                         [
                             "service": $0.key.service, "account": $0.key.account,
-                            "expires_at": $0.expiresAt.map(Output.timestamp) ?? NSNull(), "expired": $0.expired,
+                            "expires_at": $0.expiresAt.map(Output.timestamp) ?? JSONNull(), "expired": $0.expired,
                             "expires_within_leeway": $0.withinLeeway,
-                            "kind": $0.kind, "refresh": $0.refresh.map { $0.name as Any } ?? NSNull(),
+                            "kind": $0.kind, "refresh": $0.refresh.map { $0.name as Any } ?? JSONNull(),
                         ] as [String: Any]
                     })
             } else if rows.isEmpty {

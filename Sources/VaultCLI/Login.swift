@@ -1,6 +1,6 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 @_spi(AgentWire) import TokenVault
 
 extension VaultCommand {
@@ -326,7 +326,7 @@ extension VaultCommand {
                 try await vault.saveToken(token, for: key, registration: registration, dpopKey: client.dpopKey)
                 backend = "\(vault.selection.backend)"
             }
-            if let dpopKey = client.dpopKey, token.tokenType.caseInsensitiveCompare("DPoP") != .orderedSame {
+            if let dpopKey = client.dpopKey, !token.tokenType.equalsIgnoringCase("DPoP") {
                 try Output.note(
                     "The server answered with a \(token.tokenType) token, not a DPoP-bound one: it did not bind the grant to the key (jkt \(dpopKey.thumbprint)).")
             }

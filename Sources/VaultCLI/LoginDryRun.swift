@@ -1,5 +1,5 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
-import Foundation
+import FoundationEssentials
 import TokenVault
 
 /// `vault login --dry-run`: the requests the login would make, in order, with stand-ins for what

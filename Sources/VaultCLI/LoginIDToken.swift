@@ -1,5 +1,5 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
-import Foundation
+import FoundationEssentials
 import TokenVault
 
 /// `vault login`'s check of the ID token it got (issue 31 point 6), and how `vault get --json`
@@ -44,13 +44,13 @@ enum LoginIDToken {
 
     /// The ID token's fields for `vault get --json`: its claims, and whether they were verified.
     static func jsonFields(_ token: OAuthToken) -> [String: Any] {
-        guard token.idToken != nil else { return ["id_token_claims": NSNull(), "id_token_verified": NSNull()] }
-        let claims = token.unverifiedIDTokenClaims.map { foundation(.object($0)) } ?? NSNull()
+        guard token.idToken != nil else { return ["id_token_claims": JSONNull(), "id_token_verified": JSONNull()] }
+        let claims = token.unverifiedIDTokenClaims.map { foundation(.object($0)) } ?? JSONNull()
         guard let record = token.idTokenVerification else { return ["id_token_claims": claims, "id_token_verified": false] }
         return [
             "id_token_claims": claims,
             "id_token_verified": [
-                "algorithm": record.algorithm, "key_id": record.keyID ?? NSNull(), "issuer": record.issuer, "audience": record.audience,
+                "algorithm": record.algorithm, "key_id": record.keyID ?? JSONNull(), "issuer": record.issuer, "audience": record.audience,
                 "nonce_checked": record.nonceChecked, "verified_at": Output.timestamp(record.verifiedAt),
             ] as [String: Any],
         ]
@@ -63,7 +63,7 @@ enum LoginIDToken {
         case .bool(let flag): flag
         case .array(let values): values.map(foundation)
         case .object(let fields): fields.mapValues(foundation)
-        case .null: NSNull()
+        case .null: JSONNull()
         }
     }
 

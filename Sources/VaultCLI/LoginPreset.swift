@@ -1,5 +1,5 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
-import Foundation
+import FoundationEssentials
 import TokenVault
 
 /// What `vault login PROVIDER` knows about a provider that people log in to: its endpoints, the

@@ -1,8 +1,8 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
-import Foundation
-import TokenVault
-import TokenVaultMigration
+import FoundationEssentials
+package import TokenVault
+import Synchronization
 
 extension VaultCommand {
     struct Migrate: AsyncParsableCommand {
@@ -60,8 +60,9 @@ extension VaultCommand {
             case (_?, _?): throw ValidationError("Give --plist or --domain, not both.")
             default: break
             }
-            if let domain {
-                do { _ = try DefaultsLocation.plistURL(forDomain: domain) } catch let error as VaultError {
+            // `vault` has no migrator and hands the command over to `vault-full`, which checks it.
+            if let domain, let migrator = DefaultsMigrators.current {
+                do { _ = try migrator.plistPath(forDomain: domain) } catch let error as VaultError {
                     throw ValidationError(error.message)
                 }
             }
@@ -74,14 +75,13 @@ extension VaultCommand {
         }
 
         func run() async throws {
-            let url: URL
-            if let plist {
-                url = URL(fileURLWithPath: plist)
-            } else {
-                url = try DefaultsLocation.plistURL(forDomain: domain!)
+            guard let migrator = DefaultsMigrators.current else {
+                // BackendHandoff hands `migrate` over before it runs.
+                throw VaultError(.backendUnavailable, "vault migrate is served by vault-full, which this program could not hand it to.")
             }
-            let options = MigrationOptions(
-                service: service ?? domain, account: account, keys: keys.isEmpty ? nil : keys, overwrite: overwrite,
+            let path = try plist ?? migrator.plistPath(forDomain: domain!)
+            let request = MigrationRequest(
+                plist: path, service: service ?? domain, account: account, keys: keys.isEmpty ? nil : keys, overwrite: overwrite,
                 removeSource: !keepSource, dryRun: dryRun)
             let vault: Vault
             switch try await global.openExistingVault() {
@@ -91,59 +91,70 @@ extension VaultCommand {
                 // No vault yet, so nothing in it to collide with: plan against an empty one in
                 // memory. A dry run, a plist with no tokens or one that fails validation then
                 // ends here, and no vault file is created for nothing.
-                var plan = options
+                var plan = request
                 plan.dryRun = true
-                let report = try await Vault(store: MemoryStore(), reason: "no vault yet").migrateDefaults(
-                    plistAt: url, options: plan)
-                if options.dryRun || report.isEmpty {
-                    try show(report)
+                let outcome = try await migrator.migrate(plan, into: Vault(store: MemoryStore(), reason: "no vault yet"))
+                if request.dryRun || outcome.isEmpty {
+                    try show(outcome)
                     return
                 }
                 vault = try await global.openVault()
             }
-            try show(try await vault.migrateDefaults(plistAt: url, options: options))
+            try show(try await migrator.migrate(request, into: vault))
         }
 
-        private func show(_ report: MigrationReport) throws {
-            for warning in report.warnings { try Output.warning(warning) }
+        private func show(_ outcome: MigrationOutcome) throws {
+            for warning in outcome.warnings { try Output.warning(warning) }
             if json {
-                try Output.json(encoding: report)
+                try Output.json(encoding: outcome.report)
             } else {
-                try Output.line(Self.text(report, keepSource: keepSource))
+                try Output.line(outcome.text)
             }
-        }
-
-        static func text(_ report: MigrationReport, keepSource: Bool) -> String {
-            var lines = ["\(report.dryRun ? "Dry run: nothing was changed. " : "")Plist: \(report.source) (\(report.format))"]
-            if !report.items.isEmpty {
-                let rows = report.items.map { item in
-                    [
-                        "  \(item.key)", item.role.rawValue, item.value,
-                        item.fate.rawValue + (item.entry.map { item.fate == .leftAlone || item.fate == .notPresent ? "" : " -> \($0)" } ?? "")
-                            + (item.note.map { " (\($0))" } ?? ""),
-                    ]
-                }
-                lines.append(Output.table(rows))
-            }
-            guard let entry = report.entries.first else {
-                lines.append("No tokens found; nothing changed.")
-                return lines.joined(separator: "\n")
-            }
-            let moved = report.items.filter { [.migrated, .copied, .alreadyInVault, .wouldMigrate].contains($0.fate) }.count
-            if report.dryRun {
-                lines.append(
-                    "Would write \(entry) and \(keepSource ? "leave the plist as it is" : "remove \(moved) key(s) from the plist").")
-            } else {
-                // A token the vault already held exactly is not written again: say so.
-                let written = report.items.contains { [.migrated, .copied].contains($0.fate) }
-                let stored = written ? "Wrote \(entry) and read it back" : "The vault already held \(entry) (nothing written)"
-                lines.append(
-                    report.sourceRewritten
-                        ? "\(stored); removed \(moved) key(s) from the plist; \(report.untouchedKeys.count) other key(s) unchanged."
-                        : "\(stored); the plist was left as it is (--keep-source).")
-            }
-            return lines.joined(separator: "\n")
         }
     }
+}
+
+/// What `vault migrate` asks of the migrator.
+package struct MigrationRequest: Sendable {
+    /// The plist file.
+    package var plist: String
+    package var service: String?
+    package var account: String
+    /// The plist keys to take, or nil to detect them.
+    package var keys: [String]?
+    package var overwrite: Bool
+    package var removeSource: Bool
+    package var dryRun: Bool
+}
+
+/// What the migrator did, for `vault migrate` to print.
+package struct MigrationOutcome: Sendable {
+    package var warnings: [String]
+    /// Whether no token was found.
+    package var isEmpty: Bool
+    /// The report as text.
+    package var text: String
+    /// The report as `--json` prints it.
+    package var report: any Encodable & Sendable
+
+    package init(warnings: [String], isEmpty: Bool, text: String, report: any Encodable & Sendable) {
+        (self.warnings, self.isEmpty, self.text, self.report) = (warnings, isEmpty, text, report)
+    }
+}
+
+/// `vault migrate`'s work: TokenVaultMigration, which reads and rewrites plists with Foundation.
+/// `vault` does not link Foundation (a cold `vault get` would load and initialize it), so only
+/// `vault-full` registers a migrator, and `vault` hands `migrate` over to it (BackendHandoff).
+package protocol DefaultsMigrating: Sendable {
+    /// The plist that UserDefaults keeps for `domain`.
+    func plistPath(forDomain domain: String) throws -> String
+    /// Migrates as `request` says into `vault`.
+    func migrate(_ request: MigrationRequest, into vault: Vault) async throws -> MigrationOutcome
+}
+
+/// The migrator `vault-full` registered, if any.
+enum DefaultsMigrators {
+    static let installed = Mutex<(any DefaultsMigrating)?>(nil)
+    static var current: (any DefaultsMigrating)? { installed.withLock { $0 } }
 }
 #endif

@@ -1,5 +1,5 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
-import Foundation
+import FoundationEssentials
 import TokenVault
 
 internal import TokenVaultSystem
@@ -9,7 +9,7 @@ internal import TokenVaultSystem
 /// Every write is checked: a stdout or stderr that cannot take the output (a full disk as with
 /// `> /dev/full`, a closed descriptor as with `2>&-`, a reader that went away) throws
 /// ``OutputFailure``, which `vault` turns into exit code 74 (EX_IOERR), never a trap.
-enum Output {
+package enum Output {
     static func error(_ message: String) throws {
         try write("vault: \(message)\n", to: .standardError)
     }
@@ -22,11 +22,10 @@ enum Output {
         try write("\(message)\n", to: .standardError)
     }
 
-    /// Writes `object` as pretty JSON with sorted keys to stdout.
+    /// Writes `object` (dictionaries of `String` keys, arrays, `String`, `Bool`, integers,
+    /// `Double` and ``JSONNull``) as pretty JSON with sorted keys to stdout.
     static func json(_ object: Any) throws {
-        let data = try JSONSerialization.data(
-            withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-        try write(data + Data("\n".utf8), to: .standardOutput)
+        try json(encoding: JSONValue(tree: object))
     }
 
     /// Writes an `Encodable` value as pretty JSON with sorted keys to stdout.
@@ -65,20 +64,40 @@ enum Output {
     /// (OAuthToken's stored form), and the formatter alone would cut the fraction off, so that
     /// `vault set` said "expires …:46Z" of a token that `vault get` then called expired at :47.
     static func timestamp(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.string(from: Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded()))
+        Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded()).ISO8601Format()
     }
 
     /// Text columns padded to the widest cell.
-    static func table(_ rows: [[String]]) -> String {
+    package static func table(_ rows: [[String]]) -> String {
         guard let columns = rows.map(\.count).max() else { return "" }
         let widths = (0..<columns).map { column in rows.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0 }
         return rows.map { row in
             row.enumerated().map { index, cell in
-                index == row.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+                index == row.count - 1 ? cell : cell + String(repeating: " ", count: max(0, widths[index] - cell.count))
             }.joined(separator: "  ")
         }.joined(separator: "\n")
+    }
+}
+
+/// JSON's `null` in the trees ``Output/json(_:)`` writes.
+struct JSONNull {}
+
+extension JSONValue {
+    /// The tree `object` as JSON: see ``Output/json(_:)`` for what it may hold (anything else
+    /// is written as its description).
+    init(tree object: Any) {
+        switch object {
+        case let text as String: self = .string(text)
+        case let flag as Bool: self = .bool(flag)
+        case let number as Int: self = .number(Double(number))
+        case let number as Double: self = .number(number)
+        case let number as any BinaryInteger: self = .number(Double(number))
+        case let value as JSONValue: self = value
+        case is JSONNull: self = .null
+        case let values as [Any]: self = .array(values.map(JSONValue.init(tree:)))
+        case let fields as [String: Any]: self = .object(fields.mapValues(JSONValue.init(tree:)))
+        default: self = .string(String(describing: object))
+        }
     }
 }
 
@@ -88,7 +107,7 @@ struct OutputFailure: Error, CustomStringConvertible {
         case standardOutput = "standard output"
         case standardError = "standard error"
 
-        var descriptor: Int32 { self == .standardOutput ? STDOUT_FILENO : STDERR_FILENO }
+        var descriptor: Int32 { self == .standardOutput ? SystemCall.standardOutput : SystemCall.standardError }
     }
 
     let stream: Stream

@@ -1,6 +1,6 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 @_spi(AgentWire) import TokenVault
 
 internal import TokenVaultSystem
@@ -93,9 +93,9 @@ extension VaultCommand {
 
         /// Stdin, or at a terminal a line typed with echo off.
         private func readInput() throws -> Data {
-            if Terminal.isTerminal(STDIN_FILENO) {
+            if Terminal.isTerminal(SystemCall.standardInput) {
                 let secret = try Terminal.readSecret(
-                    prompt: "Token for \(try entry.key()) (input hidden): ", input: STDIN_FILENO, output: STDERR_FILENO)
+                    prompt: "Token for \(try entry.key()) (input hidden): ", input: SystemCall.standardInput, output: SystemCall.standardError)
                 return secret.withUnsafeBytes { Data($0) }
             }
             let limit = 1 << 20
@@ -115,7 +115,7 @@ extension VaultCommand {
                 let wanted = min(chunk.count, limit - data.count)
                 let count: Int
                 do {
-                    count = try chunk.withUnsafeMutableBytes { try SystemCall.read(STDIN_FILENO, into: .init(rebasing: $0[..<wanted])) }
+                    count = try chunk.withUnsafeMutableBytes { try SystemCall.read(SystemCall.standardInput, into: .init(rebasing: $0[..<wanted])) }
                 } catch let error as Errno {
                     throw VaultError(.io, "Could not read the secret from standard input: \(error.message).")
                 }
@@ -130,7 +130,7 @@ extension VaultCommand {
             guard let text = String(data: input, encoding: .utf8) else {
                 throw VaultError(.invalidInput, "The input on stdin is not UTF-8 text.")
             }
-            let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            let trimmed = text.trimmingWhitespaceAndNewlines()
             guard !trimmed.isEmpty else {
                 throw VaultError(.invalidInput, "Stdin was empty; pipe the token or the token response into `vault set`.")
             }

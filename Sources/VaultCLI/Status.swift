@@ -1,6 +1,6 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 @_spi(AgentWire) import TokenVault
 
 extension VaultCommand {
@@ -89,20 +89,20 @@ extension VaultCommand {
             if json {
                 var object: [String: Any] = [
                     "requested_backend": configuration.backend.rawValue,
-                    "backend": backend.map { $0.rawValue as Any } ?? NSNull(),
-                    "reason": reason.map { $0 as Any } ?? NSNull(),
+                    "backend": backend.map { $0.rawValue as Any } ?? JSONNull(),
+                    "reason": reason.map { $0 as Any } ?? JSONNull(),
                     "secret_service": [
                         "outcome": probe.outcome.rawValue, "detail": probe.detail, "can_prompt": probe.canPrompt,
                         "elapsed_ms": Int(probe.elapsed.components.seconds * 1000 + probe.elapsed.components.attoseconds / 1_000_000_000_000_000),
                     ] as [String: Any],
-                    "entries": entries.map { $0 as Any } ?? NSNull(),
-                    "refresh": refresh.map { $0.json as Any } ?? NSNull(),
+                    "entries": entries.map { $0 as Any } ?? JSONNull(),
+                    "refresh": refresh.map { $0.json as Any } ?? JSONNull(),
                     "warnings": warnings,
                 ]
                 if showsFile {
                     object["file"] = [
                         "path": plan.filePath, "exists": plan.fileExists, "used": plan.usesFile,
-                        "key": heldByAgent != nil ? AgentReport.heldKey : keySource?.origin() ?? NSNull(),
+                        "key": heldByAgent != nil ? AgentReport.heldKey : keySource?.origin() ?? JSONNull(),
                     ] as [String: Any]
                 }
                 if let failure {
@@ -193,7 +193,7 @@ struct AgentReport {
             "entries": status.entries.map { entry in
                 [
                     "service": entry.service, "account": entry.account, "state": entry.state,
-                    "next_refresh": entry.nextRefresh.map { Output.timestamp(Date(timeIntervalSince1970: $0)) as Any } ?? NSNull(),
+                    "next_refresh": entry.nextRefresh.map { Output.timestamp(Date(timeIntervalSince1970: $0)) as Any } ?? JSONNull(),
                 ] as [String: Any]
             },
         ] as [String: Any]
@@ -288,15 +288,15 @@ extension VaultCommand.Status {
             var details: [String: Any] = [:]
             for (key, value) in (section?.status.fields ?? []) + (report?.fields ?? []) { details[key] = value.json }
             for key in report == nil ? ["server_version", "tls", "schema_version"] : [] where details[key] == nil {
-                details[key] = NSNull()
+                details[key] = JSONNull()
             }
             details["vault_exists"] = !noVaultYet && failure == nil
             var object: [String: Any] = [
                 "requested_backend": configuration.backend.rawValue,
-                "backend": failure == nil ? kind : NSNull(),
+                "backend": failure == nil ? kind : JSONNull(),
                 section?.name ?? kind: details,
-                "entries": entries.map { $0 as Any } ?? NSNull(),
-                "refresh": refresh.map { $0.json as Any } ?? NSNull(),
+                "entries": entries.map { $0 as Any } ?? JSONNull(),
+                "refresh": refresh.map { $0.json as Any } ?? JSONNull(),
             ]
             if let failure { object["error"] = ["code": "\(failure.code)", "message": failure.message] }
             try Output.json(object)
@@ -323,7 +323,7 @@ extension BackendStatus.Value {
         case .string(let value): value
         case .int(let value): value
         case .bool(let value): value
-        case .null: NSNull()
+        case .null: JSONNull()
         }
     }
 }

@@ -9,6 +9,7 @@ import TokenVaultDPoP
 import TokenVaultIDToken
 import TokenVaultPostgres
 import VaultCLI
+import VaultCLIMigration
 
 /// jwt-kit's verifier, as `vault login` asks for it.
 struct JWKSVerifier: LoginIDTokenVerifying {
@@ -25,7 +26,7 @@ struct JWKSVerifier: LoginIDTokenVerifying {
 
 // DPoP-bound entries sign with swift-crypto (one registration, no work until a proof).
 DPoP.install()
-VaultProgram.main(registering: [PostgresBackend()], idTokens: JWKSVerifier())
+VaultProgram.main(registering: [PostgresBackend()], idTokens: JWKSVerifier(), migrator: DefaultsMigrator())
 #else
 // Built without the package trait CLI, which brings swift-argument-parser: say how to build it.
 import TokenVaultSystem
