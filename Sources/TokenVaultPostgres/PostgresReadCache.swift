@@ -126,16 +126,7 @@ final class PostgresReadCache: Sendable {
         }
     }
 
-    static func payload(_ rowHash: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(rowHash.count * 2)
-        for byte in rowHash {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: text, as: UTF8.self)
-    }
+    static func payload(_ rowHash: [UInt8]) -> String { hexString(rowHash) }
 
     static func rowHash(hex: String) -> Data? {
         let utf8 = Array(hex.utf8)
