@@ -413,7 +413,7 @@ def render(results):
         fmt_ratio(mb["rss_kib"] * 1024 / mb["file_bytes"]), mb["rss_kib"] / 1024, mb.get("file_rss_kib", 0) / 1024,
         mb.get("anon_kib", 0) / 1024)
     floor = results.get("memory_floor_kib")
-    floor_text = "" if not floor else "; floor: a Swift program linked as `vault` is that only waits (swift-rss-floor) holds %.1f MiB, %s the file" % (
+    floor_text = "" if not floor else "; floor: a Swift program linked as `vault-full` is (Foundation) that only waits (swift-rss-floor) holds %.1f MiB, %s the file" % (
         floor / 1024, fmt_ratio(floor * 1024 / m["file_bytes"]))
     goal("memory: agent RSS at 10,000 entries ≤ 2× the vault file", fmt_ratio(ratio), ratio <= 2,
          "RSS %.1f MiB (peak %.1f MiB; %.1f MiB of it the mapped binary and libraries, %.1f MiB anonymous), file %.1f MiB%s%s" % (

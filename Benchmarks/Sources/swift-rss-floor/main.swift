@@ -1,5 +1,6 @@
 // The floor under the agent's memory goal (Scripts/bench --agent-only): a Swift program linked
-// as `vault` and `vault-full` are (the Swift runtime and Foundation static), which uses Foundation
+// as `vault-full`, where the agent runs, is (the Swift runtime and Foundation static; `vault`
+// itself links FoundationEssentials only), which uses Foundation
 // as the agent does (JSON, dates, formatted text), says so on stdout, and then only waits. Its
 // resident memory is what any Swift agent holds before it keeps a single entry.
 import Foundation
