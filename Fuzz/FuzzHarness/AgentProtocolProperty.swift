@@ -118,6 +118,15 @@ public enum AgentProtocolProperty: Sendable {
             ("write-response", AgentResponse.written(AgentWriteResult(backend: "file", existed: true)).encoded()),
             ("accounts-request", AgentRequest.accounts(AgentAccountsRequest(service: "github", vault: "auto /tmp/v")).encoded()),
             ("accounts-response", AgentResponse.accounts(AgentAccounts(accounts: ["default", "octocat"])).encoded()),
+            ("list-request", AgentRequest.list(AgentListRequest(
+                service: "github", vault: "auto /tmp/v", after: try CredentialKey(service: "github", account: "default"))).encoded()),
+            ("list-response", AgentResponse.listing(AgentListing(entries: [
+                AgentListing.Entry(service: "github", account: "octocat", kind: "token", expiresAt: 1_700_003_600, refresh: "self"),
+                AgentListing.Entry(service: "github", account: "pat", kind: "secret"),
+                AgentListing.Entry(
+                    service: "github", account: "later", kind: "unreadable", errorCode: "unsupported-version",
+                    errorMessage: "The entry was written by a later release."),
+            ], more: true)).encoded()),
             ("failure-response", AgentResponse.failure(code: "not-found", message: "No token.").encoded()),
             ("other-version", AgentResponse.done.encoded(version: 2)),
         ]

@@ -135,7 +135,7 @@ struct GlobalOptions: ParsableArguments {
             // No key here, but an agent of this user holds the vault unlocked: say what it can do.
             throw VaultError(
                 error.code,
-                "\(error.message) The running agent holds this vault unlocked, but this command reads the vault itself; through the agent, `vault get`, `run`, `set`, `delete`, `status` and `git-credential get` need no key.",
+                "\(error.message) The running agent holds this vault unlocked, but this command reads the vault itself; through the agent, `vault get`, `run`, `set`, `delete`, `list`, `status` and `git-credential get` need no key.",
                 underlying: error)
         }
     }

@@ -1,7 +1,9 @@
 #if CLI  // built with the package trait CLI (swift-argument-parser); see Package.swift
 import ArgumentParser
 import FoundationEssentials
-import TokenVault
+@_spi(AgentWire) import TokenVault
+
+internal import TokenVaultSystem
 
 extension VaultCommand {
     struct List: AsyncParsableCommand {
@@ -30,50 +32,36 @@ extension VaultCommand {
         }
 
         func run() async throws {
-            let vault: Vault
-            switch try await global.openExistingVault() {
-            case .opened(let opened, _): vault = opened
-            case .noVaultYet(let path, _):
-                if json { try Output.json([Any]()) }
-                try Output.note("No vault yet at \(path); `vault set` or `vault migrate` creates it.")
-                return
-            }
-            // `refresh` is a Refreshability name: self, rejected, no-refresh-token, no-description, none.
-            var rows: [(key: CredentialKey, expiresAt: Date?, expired: Bool, withinLeeway: Bool, kind: String, refresh: Refreshability?)] = []
-            // Entries that could not be read (a token in a format version this release does not know,
-            // which any program of the user can put in the keyring) are listed, named, and make the
-            // exit status that of their error, once everything else is listed.
-            var unreadable: [(key: CredentialKey, error: VaultError)] = []
-            for key in try await vault.keys(service: service) {
-                // An entry that is not a token (an opaque secret) is listed without an expiry.
-                let entry: TokenEntry?
-                do {
-                    entry = try await vault.tokenEntry(for: key)
-                } catch let error as VaultError where error.code == .invalidInput {
-                    entry = nil
-                } catch let error as VaultError where error.code == .unsupportedVersion {
-                    unreadable.append((key, error))
-                    rows.append((key, nil, false, false, "unreadable", nil))
-                    continue
+            let listed: [ListedEntry]
+            if let fromAgent = try listedByAgent() {
+                listed = fromAgent
+            } else {
+                switch try await global.openExistingVault() {
+                case .opened(let vault, _):
+                    listed = try await vault.listing(service: service).entries
+                case .noVaultYet(let path, _):
+                    if json { try Output.json([Any]()) }
+                    try Output.note("No vault yet at \(path); `vault set` or `vault migrate` creates it.")
+                    return
                 }
-                let token = entry?.token
-                // Expired: past its expiry. Within the leeway: not yet, but `vault get` would refuse it.
-                let now = Date()
-                let expired = token?.isExpired(at: now, leeway: 0) ?? false
-                let withinLeeway = !expired && (token?.isExpired(at: now, leeway: VaultCommand.Get.leeway) ?? false)
-                rows.append((
-                    key, token?.expiresAt, expired, withinLeeway, token != nil ? "token" : "secret",
-                    entry?.refreshability()
-                ))
+            }
+            // Expired: past its expiry. Within the leeway: not yet, but `vault get` would refuse it.
+            let now = Date()
+            let rows = listed.map { entry in
+                // As OAuthToken.isExpired(at:leeway:) tells.
+                let left = entry.expiresAt?.timeIntervalSince(now)
+                let expired = left.map { $0 <= 0 } ?? false
+                let withinLeeway = !expired && (left.map { $0 <= VaultCommand.Get.leeway } ?? false)
+                return (entry: entry, expired: expired, withinLeeway: withinLeeway)
             }
             if json {
                 try Output.json(
                     rows.map {
                         [
-                            "service": $0.key.service, "account": $0.key.account,
-                            "expires_at": $0.expiresAt.map(Output.timestamp) ?? JSONNull(), "expired": $0.expired,
+                            "service": $0.entry.key.service, "account": $0.entry.key.account,
+                            "expires_at": $0.entry.expiresAt.map(Output.timestamp) ?? JSONNull(), "expired": $0.expired,
                             "expires_within_leeway": $0.withinLeeway,
-                            "kind": $0.kind, "refresh": $0.refresh.map { $0.name as Any } ?? JSONNull(),
+                            "kind": $0.entry.kind.rawValue, "refresh": $0.entry.refresh.map { $0.name as Any } ?? JSONNull(),
                         ] as [String: Any]
                     })
             } else if rows.isEmpty {
@@ -83,19 +71,41 @@ extension VaultCommand {
                     [["SERVICE", "ACCOUNT", "EXPIRES", "STATE", "REFRESH"]]
                     + rows.map {
                         [
-                            $0.key.displayService, $0.key.displayAccount, $0.expiresAt.map(Output.timestamp) ?? "-",
-                            $0.kind == "token" ? ($0.expired ? "expired" : $0.withinLeeway ? "expiring" : "valid") : $0.kind,
-                            $0.refresh.map(Self.refreshColumn) ?? "-",
+                            $0.entry.key.displayService, $0.entry.key.displayAccount, $0.entry.expiresAt.map(Output.timestamp) ?? "-",
+                            $0.entry.kind == .token ? ($0.expired ? "expired" : $0.withinLeeway ? "expiring" : "valid") : $0.entry.kind.rawValue,
+                            $0.entry.refresh.map(Self.refreshColumn) ?? "-",
                         ]
                     }
                 try Output.line(Output.table(table))
             }
-            if let first = unreadable.first {
+            // Entries that could not be read (a token in a format version this release does not
+            // know, which any program of the user can put in the keyring) are listed, named, and
+            // make the exit status that of their error, once everything else is listed.
+            let unreadable = listed.filter { $0.kind == .unreadable }
+            if let first = unreadable.first, let error = first.unreadable {
                 let names = unreadable.map { "\($0.key)" }.joined(separator: ", ")
                 throw VaultError(
-                    first.error.code,
+                    error.code,
                     "\(unreadable.count == 1 ? "1 entry" : "\(unreadable.count) entries") could not be read: \(names). "
-                        + "\(first.error.message) The other entries are listed above.")
+                        + "\(error.message) The other entries are listed above.")
+            }
+        }
+
+        /// The entries from the agent, when only it can open the vault here: a file vault that
+        /// exists, for which no key is given, and which this user's agent holds unlocked (as
+        /// `vault status` does). Nil otherwise, and when the agent does not answer (one built
+        /// before `list`): the vault is opened directly, which asks for the passphrase or says
+        /// that it needs one.
+        private func listedByAgent() throws -> [ListedEntry]? {
+            guard let configuration = try? global.configuration(), configuration.keySource == nil,
+                configuration.backend == .file || configuration.backend == .auto,
+                SystemCall.exists(configuration.resolvedFilePath(environment: ProcessEnvironment.current)),
+                let (client, vault) = AgentCLI.client(for: configuration), client.holdsOpen(vault: vault)
+            else { return nil }
+            switch client.listingOutcome(service: service, vault: vault) {
+            case .success(let entries): return entries
+            case .failure(let error as VaultError): throw error
+            case .failure: return nil
             }
         }
 

@@ -390,6 +390,55 @@ public struct AgentClient: Sendable {
         }
     }
 
+    /// Every entry `vault list` shows of `vault` (only `service`'s, when given), page by page,
+    /// from an agent that holds it open. ``Unavailable`` when the agent cannot answer (gone,
+    /// locked, serving another vault, or built before `list`): the client then opens the vault
+    /// itself; a refusal of the agent's policy, or a final failure of another user's agent, as
+    /// the ``VaultError`` it is.
+    package func listingOutcome(service: String?, vault: String) -> Result<[ListedEntry], any Error> {
+        var entries: [ListedEntry] = []
+        var after: CredentialKey?
+        while true {
+            let exchanged: (response: AgentResponse, fromAnotherUser: Bool)
+            do {
+                exchanged = try exchange(.list(AgentListRequest(service: service, vault: vault, after: after)))
+            } catch {
+                return .failure(error.isFinal ? VaultError(error.timedOut ? .timeout : .backendUnavailable, error.reason) : error)
+            }
+            let (response, fromAnotherUser) = exchanged
+            switch response {
+            case .listing(let page):
+                let listed = page.entries.compactMap(\.listed)
+                guard listed.count == page.entries.count, listed.first.map({ first in after.map { $0 < first.key } ?? true }) ?? true,
+                    zip(listed, listed.dropFirst()).allSatisfy({ $0.key < $1.key })
+                else {
+                    return .failure(Unavailable("the agent's listing is not sorted entries after the one asked for", noteworthy: true))
+                }
+                entries += listed
+                guard page.more else { return .success(entries) }
+                // A page that says more follow holds at least one entry (the next starts after it).
+                guard let last = listed.last else {
+                    return .failure(Unavailable("the agent said more entries follow, but sent none", noteworthy: true))
+                }
+                after = last.key
+            case .failure(let code, let message):
+                let unknown =
+                    code == AgentResponse.unsupportedRequest
+                    || (code == VaultError.Code.invalidInput.description && message.contains("unknown message kind"))
+                if !unknown {
+                    if fromAnotherUser, let error = finalFailure(response) { return .failure(error) }
+                    if let error = response.error, error.code == .permissionDenied { return .failure(error) }
+                }
+                return .failure(
+                    Unavailable(
+                        "the agent did not list the entries (\(code): \(message))",
+                        noteworthy: !unknown && code != AgentResponse.notThisVault && code != "locked"))
+            default:
+                return .failure(Unavailable("the agent answered a list request with another kind of message", noteworthy: true))
+            }
+        }
+    }
+
     /// Whether the agent runs as this user and holds `vault` open (unlocked), so that a write
     /// through it needs no key here: `vault login` asks before it starts, and then opens no vault
     /// (no passphrase) unless the agent's answer sends it direct after all.

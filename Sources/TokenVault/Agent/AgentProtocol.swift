@@ -55,6 +55,8 @@ public enum AgentProtocol: Sendable {
         case deleteRequest = 0x07
         /// The accounts of one service (`vault git-credential get` when git sends no user name).
         case accountsRequest = 0x08
+        /// A page of what `vault list` shows, for a vault only the agent holds open.
+        case listRequest = 0x09
         case tokenResponse = 0x81
         case statusResponse = 0x82
         case done = 0x83
@@ -62,6 +64,7 @@ public enum AgentProtocol: Sendable {
         /// A write done (the answer to `store` and `delete`).
         case writeResponse = 0x86
         case accountsResponse = 0x88
+        case listResponse = 0x89
         case failure = 0xFF
     }
 
@@ -187,6 +190,8 @@ public enum AgentProtocol: Sendable {
     /// The accounts of one service: which entry `vault git-credential get` uses when git sends
     /// no user name (the service's only one).
     case accounts(AgentAccountsRequest)
+    /// A page of what `vault list` shows: for a vault that only the agent holds open here.
+    case list(AgentListRequest)
 
     /// The frame for this request.
     public func encoded() -> [UInt8] {
@@ -202,6 +207,7 @@ public enum AgentProtocol: Sendable {
             AgentProtocol.withJSON(request) { AgentProtocol.frame(kind: .storeRequest, payload: $0) }
         case .delete(let request): AgentProtocol.frame(kind: .deleteRequest, payload: AgentProtocol.json(request))
         case .accounts(let request): AgentProtocol.frame(kind: .accountsRequest, payload: AgentProtocol.json(request))
+        case .list(let request): AgentProtocol.frame(kind: .listRequest, payload: AgentProtocol.json(request))
         }
     }
 
@@ -253,6 +259,15 @@ public enum AgentProtocol: Sendable {
                 throw AgentProtocol.DecodingError("the request names no valid service")
             }
             self = .accounts(request)
+        case .listRequest:
+            let request = try AgentProtocol.json(AgentListRequest.self, payload)
+            if let service = request.service, (try? CredentialKey(service: service, account: CredentialKey.defaultAccount)) == nil {
+                throw AgentProtocol.DecodingError("the request names no valid service")
+            }
+            guard (request.afterService == nil) == (request.afterAccount == nil), request.afterService == nil || request.after != nil else {
+                throw AgentProtocol.DecodingError("the request names no valid entry to start after")
+            }
+            self = .list(request)
         case .statusRequest, .lockRequest:
             guard payload.isEmpty else { throw AgentProtocol.DecodingError("this message kind carries no payload") }
             self = kind == .statusRequest ? .status : .lock
@@ -475,6 +490,8 @@ public struct AgentStatus: Sendable, Equatable, Codable {
     case written(AgentWriteResult)
     /// The answer to `accounts`.
     case accounts(AgentAccounts)
+    /// The answer to `list`: one page.
+    case listing(AgentListing)
     /// The request failed: `code` is a ``VaultError/Code-swift.struct`` name (or `not-this-vault`),
     /// `message` a message that holds no secret.
     case failure(code: String, message: String)
@@ -504,6 +521,7 @@ public struct AgentStatus: Sendable, Equatable, Codable {
         case .done: AgentProtocol.frame(kind: .done, payload: [], version: version)
         case .written(let result): AgentProtocol.frame(kind: .writeResponse, payload: AgentProtocol.json(result), version: version)
         case .accounts(let accounts): AgentProtocol.frame(kind: .accountsResponse, payload: AgentProtocol.json(accounts), version: version)
+        case .listing(let listing): AgentProtocol.frame(kind: .listResponse, payload: AgentProtocol.json(listing), version: version)
         case .authorization(let authorization):
             AgentProtocol.frame(kind: .proofResponse, payload: AgentProtocol.json(authorization), version: version)
         case .failure(let code, let message):
@@ -542,6 +560,12 @@ public struct AgentStatus: Sendable, Equatable, Codable {
             self = .written(try AgentProtocol.json(AgentWriteResult.self, payload))
         case .accountsResponse:
             self = .accounts(try AgentProtocol.json(AgentAccounts.self, payload))
+        case .listResponse:
+            let listing = try AgentProtocol.json(AgentListing.self, payload)
+            guard listing.entries.allSatisfy({ $0.expiresAt?.isFinite ?? true }) else {
+                throw AgentProtocol.DecodingError("an expiry in the listing is not a finite time")
+            }
+            self = .listing(listing)
         case .failure:
             let failure = try AgentProtocol.json(Failure.self, payload)
             self = .failure(code: failure.code, message: failure.message)
@@ -588,7 +612,7 @@ extension AgentRequest {
         switch self {
         case .token(let request): request.fresh
         case .proof, .store, .delete: true
-        case .status, .unlock, .lock, .accounts: false
+        case .status, .unlock, .lock, .accounts, .list: false
         }
     }
 }

@@ -426,10 +426,46 @@ package final class AgentServer: Sendable {
                 (try? CredentialKey(service: accounts.service, account: account)).map { !grants.allow($0) } ?? true
             }
             return .accounts(answer)
+        case .list(var list):
+            // The granted entries only: the peer learns of no entry it could not ask a token for.
+            // A page left empty is not sent while more follow; the next one is read instead.
+            list.vault = identity
+            while true {
+                let answered = answerBlocking(.list(list))
+                guard case .listing(let listing) = answered else { return answered }
+                let granted = listing.entries.filter { entry in
+                    (try? CredentialKey(service: entry.service, account: entry.account)).map(grants.allow) ?? false
+                }
+                guard granted.isEmpty, listing.more, let last = listing.entries.last else {
+                    return .listing(AgentListing(entries: granted, more: listing.more))
+                }
+                (list.afterService, list.afterAccount) = (last.service, last.account)
+            }
         case .unlock:
             return refusal("unlock the agent")
         case .lock:
             return refusal("lock the agent")
+        }
+    }
+
+    /// One page of `list`: the entries after the request's, as many as fit ``AgentListing/pageBytes``
+    /// (at least one, which always fits a frame: names of at most 1,024 bytes each).
+    private func page(_ request: AgentListRequest, of vault: Vault) async throws -> AgentListing {
+        var after = request.after
+        var entries: [AgentListing.Entry] = []
+        var bytes = 0
+        while true {
+            // Read in small batches: an entry's size is known only once it is read.
+            let (batch, resumeAfter) = try await vault.listing(service: request.service, after: after, limit: 64)
+            for listed in batch {
+                let entry = AgentListing.Entry(listed)
+                let size = AgentProtocol.json(entry).count + 1
+                if !entries.isEmpty, bytes + size > AgentListing.pageBytes { return AgentListing(entries: entries, more: true) }
+                entries.append(entry)
+                bytes += size
+            }
+            guard let resumeAfter else { return AgentListing(entries: entries, more: false) }
+            after = resumeAfter
         }
     }
 
@@ -494,6 +530,8 @@ package final class AgentServer: Sendable {
                     }
                     return .accounts(answer)
                 }
+            case .list(let request):
+                return try await withVault(named: request.vault) { vault in .listing(try await page(request, of: vault)) }
             case .status:
                 var status = status()
                 // Counted from the vault now, so that a write a moment ago is counted.

@@ -24,8 +24,9 @@ import Testing
 
     /// `vault status` with no key for a passphrase vault the agent holds unlocked: the counts come
     /// from the agent, it asks for no passphrase and exits 0; locked (and with the agent gone), it
-    /// says it cannot open the vault, as before (exit 6). `vault list`, which reads the vault
-    /// itself, needs the key either way, and says what the unlocked agent can do.
+    /// says it cannot open the vault, as before (exit 6). `vault list` lists through the unlocked
+    /// agent too; `vault get --json`, which reads the vault itself, needs the key, and says what
+    /// the unlocked agent can do.
     @Test func statusOfAPassphraseVaultTheAgentHoldsOpenNeedsNoPassphrase() async throws {
         let service = uniqueName("tv-agent-status-pass")
         let scratch = try VaultScratch()
@@ -53,10 +54,14 @@ import Testing
         let object = try #require(try JSONSerialization.jsonObject(with: json.stdout) as? [String: Any], "\(json)")
         #expect(object["entries"] as? Int == 3 && object["error"] == nil, "\(json.stdoutText)")
 
-        // A command that reads the vault itself still needs the key, and says what the agent does.
         let list = try await runVault(["list"], agent.keylessClient)
-        #expect(list.status == 6 && list.stderr.contains("needs a key"), "\(list)")
-        #expect(list.stderr.contains("The running agent holds this vault unlocked, but this command reads the vault itself"), "\(list)")
+        #expect(list.status == 0 && list.stderr.isEmpty, "\(list)")
+        #expect(["one", "two", "three"].allSatisfy { list.stdoutText.contains("\(service)  \($0) ") }, "\(list.stdoutText)")
+
+        // A command that reads the vault itself still needs the key, and says what the agent does.
+        let getJSON = try await runVault(["get", service, "one", "--json"], agent.keylessClient)
+        #expect(getJSON.status == 6 && getJSON.stderr.contains("needs a key"), "\(getJSON)")
+        #expect(getJSON.stderr.contains("The running agent holds this vault unlocked, but this command reads the vault itself"), "\(getJSON)")
 
         // A set through the agent is counted at once.
         let set = try await runVault(["set", service, "four"], agent.keylessClient, stdin: stdinLine("token-four"))
@@ -68,6 +73,57 @@ import Testing
         #expect(gone.status == 6 && gone.stdoutText.contains("none (the vault could not be opened)"), "\(gone)")
         let listGone = try await runVault(["list"], agent.keylessClient)
         #expect(listGone.status == 6 && !listGone.stderr.contains("The running agent"), "\(listGone)")
+    }
+
+    /// `vault list` of a passphrase vault only the agent holds open: the same table and JSON as
+    /// the direct path with the passphrase, page by page (long names: about 40 entries a page),
+    /// a service's entries alone, an opaque secret as a secret, and expiry states. Locked, it
+    /// goes direct and says it needs a key.
+    @Test func listThroughTheAgentMatchesTheDirectListing() async throws {
+        let service = uniqueName("tv-agent-list")
+        let scratch = try VaultScratch()
+        defer { scratch.remove() }
+        let passphrase = "agent-list-passphrase-\(UUID().uuidString.prefix(6))"
+        let vault = try await Self.passphraseVault(scratch, passphrase)
+        let long = String(repeating: "a", count: 1000)
+        for index in 0..<300 {
+            let token = OAuthToken(
+                accessToken: "token-\(index)",
+                expiresAt: index % 3 == 0 ? Date().addingTimeInterval(-60) : index % 3 == 1 ? Date().addingTimeInterval(30) : nil)
+            try await vault.saveToken(token, for: try CredentialKey(service: service, account: "\(long)-\(index)"))
+        }
+        try await vault.saveToken(OAuthToken(accessToken: "other"), for: try CredentialKey(service: service + "-other", account: "one"))
+        try await vault.saveSecret(Data("opaque".utf8), for: try CredentialKey(service: service + "-other", account: "secret"))
+        let agent = try await Self.lockedAgent(scratch)
+        defer { agent.stop() }
+
+        let locked = try await runVault(["list"], agent.keylessClient)
+        #expect(locked.status == 6 && locked.stderr.contains("needs a key"), "\(locked)")
+        #expect(try await runVault(["unlock"], agent.keylessClient, stdin: Data("\(passphrase)\n".utf8)).status == 0)
+
+        let passphraseFile = scratch.path("passphrase")
+        try Data(passphrase.utf8).write(to: URL(fileURLWithPath: passphraseFile))
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: passphraseFile)
+        var direct = agent.keylessClient
+        direct["TOKEN_VAULT_AGENT"] = "off"
+        direct["TOKEN_VAULT_PASSPHRASE_FILE"] = passphraseFile
+        for arguments in [["list", "--json"], ["list"], ["list", service + "-other", "--json"]] {
+            let throughAgent = try await runVault(arguments, agent.keylessClient)
+            let opened = try await runVault(arguments, direct)
+            #expect(throughAgent.status == 0 && throughAgent.stderr.isEmpty, "\(arguments): \(throughAgent.stderr)")
+            #expect(opened.status == 0, "\(arguments): \(opened.stderr)")
+            #expect(throughAgent.stdoutText == opened.stdoutText, "\(arguments)")
+        }
+        let json = try await runVault(["list", "--json"], agent.keylessClient)
+        let rows = try #require(try JSONSerialization.jsonObject(with: json.stdout) as? [[String: Any]], "\(json)")
+        #expect(rows.count == 302)
+        let states = Dictionary(grouping: rows.filter { ($0["service"] as? String) == service }) {
+            "\($0["expired"] as? Bool ?? false)/\($0["expires_within_leeway"] as? Bool ?? false)"
+        }.mapValues(\.count)
+        #expect(states == ["true/false": 100, "false/true": 100, "false/false": 100], "\(states)")
+        #expect(rows.contains { ($0["account"] as? String) == "secret" && ($0["kind"] as? String) == "secret" })
+        let agentLog = agent.logText
+        #expect(!agentLog.contains("token-1") && !agentLog.contains(passphrase))
     }
 
     /// `git credential fill` with no user name (a URL without one) and a helper that pins no
