@@ -1,5 +1,5 @@
 import Foundation
-@_spi(AgentWire) public import TokenVault
+@_spi(AgentWire) import TokenVault
 
 /// The property of FuzzAgentProtocol: arbitrary bytes as what arrives on the agent's socket
 /// (a 4-byte length, then a body), decoded as the agent decodes a request and as a client
