@@ -178,8 +178,7 @@ extension VaultCommand {
             switch result {
             case .success(let served): token = served
             case .failure(let unavailable as AgentClient.Unavailable):
-                if unavailable.isNoteworthy { try Output.note("vault: \(unavailable.reason); going direct.") }
-                return .direct
+                return try goingDirect(unavailable)
             case .failure(let error as VaultError) where orOnlyEntry && (error.code == .notFound || error.code == .permissionDenied):
                 // No 'default' entry, or (another user's agent) none this user is granted.
                 return try onlyEntryAnswer(
@@ -227,8 +226,7 @@ extension VaultCommand {
                     if unanswered.code == .permissionDenied { throw unanswered }
                     return .nothing
                 }
-                if unavailable.isNoteworthy { try Output.note("vault: \(unavailable.reason); going direct.") }
-                return .direct
+                return try goingDirect(unavailable)
             case .failure(let error):
                 guard fromAnotherUser || listedFromAnotherUser else { return .direct }
                 throw error
@@ -240,6 +238,13 @@ extension VaultCommand {
             }
             let only = try CredentialKey(service: service, account: accounts[0])
             return try agentAnswer(request, key: only, helper: helper, client: client, vault: vault, orOnlyEntry: false)
+        }
+
+        /// The direct path, when the agent could not answer; the reason is said when it is worth
+        /// a line (not "no agent runs").
+        private func goingDirect(_ unavailable: AgentClient.Unavailable) throws -> AgentAnswer {
+            if unavailable.isNoteworthy { try Output.note("vault: \(unavailable.reason); going direct.") }
+            return .direct
         }
 
         /// Why git gets nothing when git sent no user name and the service has several entries.
