@@ -20,6 +20,14 @@ public struct SecretContentType: RawRepresentable, Hashable, Sendable {
 /// ``CredentialStore/save(_:for:contentType:)`` takes, as one value.
 ///
 /// Its `description` names the key and the secret's size, never the secret.
+/// A store that tells cheaply whether anything was written to it, by any process, since an earlier
+/// look: its stamp differs after every write. The agent's refresh-ahead loop reads every entry
+/// only when the stamp moved (the encrypted file: one `stat`).
+package protocol ChangeStamping: AnyObject, Sendable {
+    /// A value that differs after any write; nil when it cannot be told now.
+    func changeStamp() -> [Int64]?
+}
+
 public struct CredentialWrite: Sendable, CustomStringConvertible {
     public var key: CredentialKey
     public var secret: Data

@@ -50,6 +50,8 @@ package enum SystemCall {
         package var owner: UInt32
         package var group: UInt32
         package var linkCount: UInt64
+        /// The last change of the file's content or metadata (`st_ctim`), in nanoseconds since 1970.
+        package var changeTime: Int64
 
         package var isRegularFile: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
         package var isDirectory: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
@@ -69,6 +71,7 @@ package enum SystemCall {
             owner = UInt32(raw.st_uid)
             group = UInt32(raw.st_gid)
             linkCount = UInt64(raw.st_nlink)
+            changeTime = Int64(raw.st_ctim.tv_sec) * 1_000_000_000 + Int64(raw.st_ctim.tv_nsec)
         }
     }
 

@@ -72,6 +72,14 @@ package final class AgentServer: Sendable {
         var issuedAt: Date
     }
 
+    /// The last scan that read every entry. The store is held weakly: a vault locked and opened
+    /// again is another store, never mistaken for the one scanned (and never kept open by this).
+    private struct FullScan: Sendable {
+        weak var store: (any ChangeStamping)?
+        var stamp: [Int64]
+        var at: Int64
+    }
+
     private struct State: Sendable {
         var vault: Vault?
         var lastUse = SystemCall.monotonicMilliseconds
@@ -82,6 +90,9 @@ package final class AgentServer: Sendable {
         /// The entries written through the agent while a scan of the refresh-ahead loop runs (nil:
         /// no scan runs): their plans are the writes', not the scan's older reading.
         var writtenDuringScan: Set<CredentialKey>?
+        /// The store and its change stamp when the last scan that read every entry began, and
+        /// when that was: while the stamp stays, a scan reads only the entries with a plan.
+        var fullScan: FullScan?
         var stopping = false
         var listener: Int32 = -1
         /// The listener came from the service manager (socket activation).
@@ -720,18 +731,39 @@ package final class AgentServer: Sendable {
         }
     }
 
+    /// A scan reads every entry at least this often, whatever the store's change stamp says.
+    private static let fullScanMilliseconds: Int64 = 300_000
+
     /// Refreshes every entry that is due, and returns when the next one will be.
+    ///
+    /// A scan reads every entry: to find entries that another process wrote, changed or removed
+    /// directly. With a store that has a change stamp (the encrypted file) and no write since the
+    /// last such scan, only the entries with a plan are read again: an idle agent over 10,000
+    /// plain tokens then reads none every 2 s (it had read and decoded them all, 2.9 % of a CPU).
     private func refreshDue(in vault: Vault) async -> Date? {
         state.withLock { $0.writtenDuringScan = [] }
         defer { state.withLock { $0.writtenDuringScan = nil } }
+        let stamping = vault.store as? any ChangeStamping
+        // Taken before anything is read: a write during the scan moves it, and the next scan reads all.
+        let stamp = stamping?.changeStamp()
+        let now = SystemCall.monotonicMilliseconds
+        let (known, unchanged) = state.withLock { state in
+            guard let stamping, let stamp, let last = state.fullScan, last.store === stamping, last.stamp == stamp,
+                now - last.at < Self.fullScanMilliseconds
+            else { return (state.plans, false) }
+            return (state.plans, true)
+        }
         let keys: [CredentialKey]
-        do { keys = try await vault.keys() } catch {
-            log("vault agent: could not list the vault's entries: \((error as? VaultError)?.message ?? "\(type(of: error))")")
-            return nil
+        if unchanged {
+            keys = known.keys.sorted()
+        } else {
+            do { keys = try await vault.keys() } catch {
+                log("vault agent: could not list the vault's entries: \((error as? VaultError)?.message ?? "\(type(of: error))")")
+                return nil
+            }
         }
         var next: Date?
         var plans: [CredentialKey: Plan] = [:]
-        let known = state.withLock { $0.plans }
         for key in keys {
             let entry: TokenEntry?
             do { entry = try await vault.tokenEntry(for: key) } catch let error as VaultError where error.code == .invalidInput {
@@ -786,9 +818,10 @@ package final class AgentServer: Sendable {
                 if let due = plans[key]?.next { next = min(next ?? due, due) }
             }
             state.plans = plans
+            if !unchanged { state.fullScan = stamp.map { FullScan(store: stamping, stamp: $0, at: now) } }
         }
         // The scan decoded every entry and freed it all again: give the heap back.
-        SystemCall.trimMalloc()
+        if !unchanged { SystemCall.trimMalloc() }
         return next
     }
 

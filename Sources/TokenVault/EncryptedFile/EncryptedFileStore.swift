@@ -1,6 +1,7 @@
 // Owns: the public encrypted-file store: the CredentialStore API, its serial queue, and the
 // hand-off to VaultFile. No file I/O here.
 public import FoundationEssentials
+internal import TokenVaultSystem
 public import Logging
 internal import Dispatch
 
@@ -26,7 +27,7 @@ internal import Dispatch
 /// memory (opening a vault adds far less memory than the file's size). An open still
 /// authenticates every record, so damage is reported when the vault is opened. Blocking work (the KDF, locks, `fsync`) runs on a
 /// dedicated serial queue, never on Swift's cooperative thread pool.
-public final class EncryptedFileStore: CredentialStore, Sendable {
+public final class EncryptedFileStore: CredentialStore, ChangeStamping, Sendable {
     /// The largest secret this backend stores (4 MiB); larger ones are refused with `tooLarge`.
     public static let maximumSecretSize = SealedRecord.maximumSecretSize
 
@@ -38,6 +39,14 @@ public final class EncryptedFileStore: CredentialStore, Sendable {
 
     /// The vault file.
     public var path: String { file.path }
+
+    /// The vault file's device, inode, size and change time, from one `stat`: every write by any
+    /// process appends (the size grows) or replaces the file (compaction, rekey: a new inode), and
+    /// either moves the change time. Nil when the file cannot be read.
+    package func changeStamp() -> [Int64]? {
+        guard let status = try? VaultIO.stat(path) else { return nil }
+        return [Int64(bitPattern: status.device), Int64(bitPattern: status.inode), status.size, status.changeTime]
+    }
 
     /// How many bytes at the end of the vault file, as last read, belong to a write that did not
     /// finish (a process killed, or power lost, during a save that therefore never returned);

@@ -160,6 +160,41 @@ import Glibc
         }
     }
 
+    /// The refresh-ahead loop reads every entry only when the vault file changed since its last
+    /// such scan (one `stat`); this checks that what another process writes directly still
+    /// reaches it: a refreshable entry saved and then removed while the agent idles over other
+    /// entries gets a plan, is refreshed ahead, and loses its plan again, each within a few scans.
+    @Test func entriesWrittenDirectlyWhileTheAgentIdlesAreSeenAndRefreshed() async throws {
+        let server = try TestOAuthServer.require()
+        let user = uniqueName("agent-direct")
+        let service = uniqueName("tv-agent-direct")
+        let key = try CredentialKey(service: service, account: "acct")
+        try await withVault(.encryptedFile, services: [service]) { scratch, vault in
+            for index in 0..<50 {
+                try await vault.saveToken(OAuthToken(accessToken: "plain-\(index)"), for: try CredentialKey(service: service, account: "plain-\(index)"))
+            }
+            let agent = try await RunningAgent(scratch, arguments: ["--refresh-at", "0.5"])
+            defer { agent.stop() }
+            let client = AgentClient(socketPath: agent.socket)
+            func plan() throws -> AgentStatus.Entry? { try client.status().entries.first { $0.service == service && $0.account == "acct" } }
+            // Two scans of the unchanged vault, so that the loop has settled into reading plans only.
+            try await Task.sleep(for: .seconds(4.5))
+            #expect(try plan() == nil)
+
+            let login = try await server.login(user: user)
+            try await vault.saveToken(login, for: key, registration: try server.publicClient())
+            try await eventually("the agent planning the entry saved directly", bound: .seconds(10)) { try plan()?.state == "scheduled" }
+            let lifetime = try #require(login.expiresAt).timeIntervalSince(login.issuedAt)
+            try await eventually("the agent refreshing it ahead", bound: .seconds(lifetime + 10)) {
+                try await server.stats(user: user).refreshRequests >= 1
+            }
+            #expect(try await vault.token(for: key)?.accessToken != login.accessToken)
+
+            #expect(try await vault.delete(key))
+            try await eventually("the agent dropping the plan of the entry removed directly", bound: .seconds(10)) { try plan() == nil }
+        }
+    }
+
     /// A library user watching an entry sees the agent's refresh ahead, made in another process.
     @Test func tokenChangesYieldsTheAgentsRefresh() async throws {
         let server = try TestOAuthServer.require()
