@@ -71,11 +71,11 @@ package enum PathText {
         return String(trimmed[trimmed.index(after: slash)...])
     }
 
-    /// Without the last component: `/a/b` → `/a`; `/a` → `/`; `a` → ``.
+    /// Without the last component: `/a/b` → `/a`; `/a` → `/`; `/` → `/`; `a` → ``.
     package static func deletingLastComponent(_ path: String) -> String {
         let trimmed = withoutTrailingSlashes(path)
         guard let slash = trimmed.lastIndex(of: "/") else { return "" }
-        if slash == trimmed.startIndex { return trimmed == "/" ? "" : "/" }
+        if slash == trimmed.startIndex { return "/" }
         return withoutTrailingSlashes(String(trimmed[..<slash]))
     }
 
@@ -91,7 +91,9 @@ package enum PathText {
     /// NSString's `standardizingPath` on Linux: a leading `~` expanded, `.` and empty components
     /// dropped, and symbolic links resolved component by component (`..` after a link goes up
     /// from where the link leads). A relative path stays relative, with only its `.` components
-    /// dropped. What does not exist is kept as written.
+    /// dropped. What does not exist is kept as written. Unlike NSString, a link with a relative
+    /// target is resolved too (NSString left such a component as it was), so that every path
+    /// that reaches a vault file names the same refresh locks.
     package static func standardized(_ path: String, home: @autoclosure () -> String = SystemCall.homeDirectory) -> String {
         var path = path
         if path == "~" || path.hasPrefix("~/") { path = home() + path.dropFirst() }
@@ -105,7 +107,7 @@ package enum PathText {
         while let component = pending.popLast() {
             switch component {
             case "", ".": continue
-            case "..": resolved = deletingLastComponent(resolved).isEmpty ? "/" : deletingLastComponent(resolved)
+            case "..": resolved = deletingLastComponent(resolved)
             default:
                 let next = appending(resolved, component)
                 if links < 40, let target = try? SystemCall.linkTarget(next) {
