@@ -173,12 +173,19 @@ import Glibc
             for index in 0..<50 {
                 try await vault.saveToken(OAuthToken(accessToken: "plain-\(index)"), for: try CredentialKey(service: service, account: "plain-\(index)"))
             }
+            // A witness the agent plans but never writes (a registration, no refresh token): its
+            // plan shows that the first full scan is done, after which scans of the unchanged
+            // file read plans only.
+            try await vault.saveToken(
+                OAuthToken(accessToken: "witness"), for: try CredentialKey(service: service, account: "witness"),
+                registration: try server.publicClient())
             let agent = try await RunningAgent(scratch, arguments: ["--refresh-at", "0.5"])
             defer { agent.stop() }
             let client = AgentClient(socketPath: agent.socket)
-            func plan() throws -> AgentStatus.Entry? { try client.status().entries.first { $0.service == service && $0.account == "acct" } }
-            // Two scans of the unchanged vault, so that the loop has settled into reading plans only.
-            try await Task.sleep(for: .seconds(4.5))
+            func plan(_ account: String = "acct") throws -> AgentStatus.Entry? {
+                try client.status().entries.first { $0.service == service && $0.account == account }
+            }
+            try await eventually("the agent's first full scan", bound: .seconds(10)) { try plan("witness")?.state == "not-refreshable" }
             #expect(try plan() == nil)
 
             let login = try await server.login(user: user)
