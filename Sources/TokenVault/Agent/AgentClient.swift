@@ -79,6 +79,13 @@ public struct AgentClient: Sendable {
         }
 
         public var description: String { reason }
+
+        /// The error a final one stands for (see ``isFinal``).
+        var finalError: VaultError { VaultError(timedOut ? .timeout : .backendUnavailable, reason) }
+
+        /// As an outcome reports it: a final one as ``finalError``, any other as itself (the caller
+        /// goes direct).
+        var reported: any Error { isFinal ? finalError : self }
     }
 
     public init(socketPath: String, deadline: Duration = .milliseconds(500)) {
@@ -226,8 +233,29 @@ public struct AgentClient: Sendable {
         do {
             return try exchange(request)
         } catch where error.isFinal {
-            throw VaultError(error.timedOut ? .timeout : .backendUnavailable, error.reason)
+            throw error.finalError
         }
+    }
+
+    /// Whether a failure says the agent does not know the request's kind: `unsupported-request`,
+    /// or (from an agent built before the writes) `invalid-input`, "unknown message kind".
+    private static func isUnknownKind(_ code: String, _ message: String) -> Bool {
+        code == AgentResponse.unsupportedRequest
+            || (code == VaultError.Code.invalidInput.description && message.contains("unknown message kind"))
+    }
+
+    /// Why a failure answer to a read of a later kind (`accounts`, `list`) leaves the caller
+    /// without it: another user's agent's failure, and a policy's refusal, as the ``VaultError``
+    /// they are; anything else (an agent built before the kind, locked, serving another vault) as
+    /// ``Unavailable``, and the caller goes direct.
+    private func unanswered(_ response: AgentResponse, code: String, message: String, fromAnotherUser: Bool, what: String) -> any Error {
+        let unknown = Self.isUnknownKind(code, message)
+        if !unknown {
+            if fromAnotherUser, let error = finalFailure(response) { return error }
+            if let error = response.error, error.code == .permissionDenied { return error }
+        }
+        return Unavailable(
+            "the agent did not \(what) (\(code): \(message))", noteworthy: !unknown && code != AgentResponse.notThisVault && code != "locked")
     }
 
     /// An agent of another user's failure answer, which is final: the direct path is no way in.
@@ -264,7 +292,7 @@ public struct AgentClient: Sendable {
         do {
             exchanged = try exchange(.token(AgentTokenRequest(key: key, fresh: fresh, leeway: leeway, vault: vault)))
         } catch {
-            return (.failure(error.isFinal ? VaultError(error.timedOut ? .timeout : .backendUnavailable, error.reason) : error), error.isFinal)
+            return (.failure(error.reported), error.isFinal)
         }
         let (response, fromAnotherUser) = exchanged
         switch response {
@@ -337,9 +365,7 @@ public struct AgentClient: Sendable {
         case .written(let result): return result
         case .failure(let code, let message):
             if fromAnotherUser, let error = finalFailure(response) { throw error }
-            if code == AgentResponse.unsupportedRequest
-                || (code == VaultError.Code.invalidInput.description && message.contains("unknown message kind"))
-            {
+            if Self.isUnknownKind(code, message) {
                 // An agent built before writes went through it answers `invalid-input`.
                 throw Unavailable("the agent does not take writes (an earlier vault agent)", noteworthy: true)
             }
@@ -361,27 +387,13 @@ public struct AgentClient: Sendable {
         do {
             exchanged = try exchange(.accounts(AgentAccountsRequest(service: service, vault: vault)))
         } catch {
-            return (.failure(error.isFinal ? VaultError(error.timedOut ? .timeout : .backendUnavailable, error.reason) : error), error.isFinal)
+            return (.failure(error.reported), error.isFinal)
         }
         let (response, fromAnotherUser) = exchanged
         switch response {
         case .accounts(let answer): return (.success(answer.accounts), fromAnotherUser)
         case .failure(let code, let message):
-            // An agent built before `accounts` (one built before the writes says "unknown message kind").
-            let unknown =
-                code == AgentResponse.unsupportedRequest
-                || (code == VaultError.Code.invalidInput.description && message.contains("unknown message kind"))
-            if !unknown {
-                if fromAnotherUser, let error = finalFailure(response) { return (.failure(error), true) }
-                if let error = response.error, error.code == .permissionDenied { return (.failure(error), fromAnotherUser) }
-            }
-            return (
-                .failure(
-                    Unavailable(
-                        "the agent did not list the accounts (\(code): \(message))",
-                        noteworthy: !unknown && code != AgentResponse.notThisVault && code != "locked")),
-                fromAnotherUser
-            )
+            return (.failure(unanswered(response, code: code, message: message, fromAnotherUser: fromAnotherUser, what: "list the accounts")), fromAnotherUser)
         default:
             if fromAnotherUser {
                 return (.failure(VaultError(.io, "The agent at \(socketPath) answered an accounts request with another kind of message.")), true)
@@ -403,7 +415,7 @@ public struct AgentClient: Sendable {
             do {
                 exchanged = try exchange(.list(AgentListRequest(service: service, vault: vault, after: after)))
             } catch {
-                return .failure(error.isFinal ? VaultError(error.timedOut ? .timeout : .backendUnavailable, error.reason) : error)
+                return .failure(error.reported)
             }
             let (response, fromAnotherUser) = exchanged
             switch response {
@@ -422,17 +434,7 @@ public struct AgentClient: Sendable {
                 }
                 after = last.key
             case .failure(let code, let message):
-                let unknown =
-                    code == AgentResponse.unsupportedRequest
-                    || (code == VaultError.Code.invalidInput.description && message.contains("unknown message kind"))
-                if !unknown {
-                    if fromAnotherUser, let error = finalFailure(response) { return .failure(error) }
-                    if let error = response.error, error.code == .permissionDenied { return .failure(error) }
-                }
-                return .failure(
-                    Unavailable(
-                        "the agent did not list the entries (\(code): \(message))",
-                        noteworthy: !unknown && code != AgentResponse.notThisVault && code != "locked"))
+                return .failure(unanswered(response, code: code, message: message, fromAnotherUser: fromAnotherUser, what: "list the entries"))
             default:
                 return .failure(Unavailable("the agent answered a list request with another kind of message", noteworthy: true))
             }
