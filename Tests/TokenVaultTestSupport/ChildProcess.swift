@@ -41,6 +41,11 @@ final class ChildProcess: @unchecked Sendable {
     /// The read end of the child's stderr, if it was asked for (`errorPath: nil`).
     let errorOutput: FileHandle?
 
+    /// A child that exits before it reads all of its stdin makes the write fail with EPIPE (which
+    /// the loop below handles) rather than end the test process with SIGPIPE. Children start
+    /// with every signal at its default (POSIX_SPAWN_SETSIGDEF), so they are not affected.
+    private static let pipeWritesFailInsteadOfSignalling: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
+
     /// Starts `path`. stdin is a pipe (`input`), the file at `inputPath`, or /dev/null; stdout a
     /// pipe (`output`) or /dev/null; stderr the file at `errorPath`, or a pipe when it is nil.
     init(_ path: String, _ arguments: [String], environment: [String: String], input wantsInput: Bool = false,
@@ -193,7 +198,10 @@ final class ChildProcess: @unchecked Sendable {
             try self.input?.close()
             inputFD = -1
         }
-        if inputFD >= 0 { _ = fcntl(inputFD, F_SETFL, fcntl(inputFD, F_GETFL) | O_NONBLOCK) }
+        if inputFD >= 0 {
+            _ = Self.pipeWritesFailInsteadOfSignalling
+            _ = fcntl(inputFD, F_SETFL, fcntl(inputFD, F_GETFL) | O_NONBLOCK)
+        }
         var open: [Int32: Bool] = [:]
         if let output { open[output.fileDescriptor] = true }
         if let errorOutput { open[errorOutput.fileDescriptor] = false }

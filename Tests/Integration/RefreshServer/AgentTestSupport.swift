@@ -295,7 +295,7 @@ final class FakeAgent: Sendable {
                     _ = recv(fd, &body, length, Int32(MSG_WAITALL))
                     kinds.append(body.count > 1 ? body[1] : 0)
                     let answer = reply(body)
-                    _ = answer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+                    _ = answer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                     Glibc.close(fd)
                 }
                 return kinds

@@ -363,7 +363,7 @@ import Glibc
             // Slow clients: half a header each, then nothing. They hold connections of their own.
             let slow = try (0..<4).map { _ in try connect(agent.socket) }
             defer { slow.forEach { close($0) } }
-            for fd in slow { _ = [UInt8]([0, 0]).withUnsafeBytes { send(fd, $0.baseAddress, 2, 0) } }
+            for fd in slow { _ = [UInt8]([0, 0]).withUnsafeBytes { send(fd, $0.baseAddress, 2, Int32(MSG_NOSIGNAL)) } }
             // Meanwhile others are served at once.
             for _ in 0..<3 {
                 let served = try await runVault(["get", key.service, key.account], agent.keylessClient)
@@ -373,7 +373,7 @@ import Glibc
             // An oversized frame is refused from its header: an answer, then the end of the connection.
             let oversized = try connect(agent.socket)
             defer { close(oversized) }
-            _ = [UInt8]([0xFF, 0xFF, 0xFF, 0xFF, 1, 1]).withUnsafeBytes { send(oversized, $0.baseAddress, 6, 0) }
+            _ = [UInt8]([0xFF, 0xFF, 0xFF, 0xFF, 1, 1]).withUnsafeBytes { send(oversized, $0.baseAddress, 6, Int32(MSG_NOSIGNAL)) }
             let refusal = try await offPool { self.readToEnd(oversized) }
             let answer = try AgentResponse(body: refusal.dropFirst(4))
             #expect(answer.error?.code == .invalidInput, "\(answer)")
@@ -382,7 +382,7 @@ import Glibc
                 let fd = try connect(agent.socket)
                 defer { close(fd) }
                 let frame = [0, 0, 0, UInt8(body.count)] + body
-                _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, frame.count, 0) }
+                _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, frame.count, Int32(MSG_NOSIGNAL)) }
                 let reply = try await offPool { self.readToEnd(fd) }
                 // 0x41 as a version byte is another protocol version; kind 0x42 is unknown (a
                 // later client's request: unsupported-request, and that client goes direct).
